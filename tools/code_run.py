@@ -1,0 +1,303 @@
+"""Run a python / bash / powershell snippet as a child process, streaming its output live.
+
+The child gets its own process group, a UTF-8 environment and ``/dev/null`` as stdin.
+A reader thread does blocking reads of the merged stdout+stderr pipe and a waiter thread
+blocks on the exit; both feed one queue, so output reaches the caller as soon as it is
+written and nothing sleeps in a polling loop. Timeout and abort kill the whole group.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Generator
+from pathlib import Path
+
+from tools import ToolError
+
+MIN_TIMEOUT = 1
+MAX_TIMEOUT = 600
+MAX_OUTPUT_CHARS = 10_000
+MIN_OUTPUT_CHARS = 200
+MARKER_RESERVE_CHARS = 40  # room kept in the budget for the "[N chars omitted]" line
+MAX_LIVE_CHARS = 50_000  # live chunks yielded per run before going quiet
+READ_CHUNK_BYTES = 65_536
+QUEUE_CHUNKS = 16  # bounds what the reader may run ahead of the consumer
+TERM_GRACE_SECONDS = 0.5  # SIGTERM, then SIGKILL this long after
+DRAIN_SECONDS = 0.5  # after exit or kill, wait this long for the pipe to close
+ABORT_WATCH_SECONDS = 0.25  # the abort watcher re-checks whether the run is over this often
+
+LANG_ALIASES = {
+    "python": ("python", "py", "python3"),
+    "bash": ("bash", "sh", "shell", "zsh"),
+    "powershell": ("powershell", "ps1", "pwsh"),
+}
+FENCE_RE = re.compile(r"^[ \t]*```[ \t]*([\w+.#-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
+
+_EOF = object()
+_EXIT = object()
+_ABORT = object()
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """All fenced code blocks of ``text`` as ``(language, body)``, in order."""
+    blocks = []
+    for m in FENCE_RE.finditer(text or ""):
+        body = m.group(2)
+        blocks.append((m.group(1).lower(), body[:-1] if body.endswith("\n") else body))
+    return blocks
+
+
+def last_code_block(text: str, lang: str) -> str | None:
+    """The last fenced block of language ``lang`` (or one of its aliases) in a reply."""
+    wanted = LANG_ALIASES.get(lang.lower(), (lang.lower(),))
+    found = [body for tag, body in fenced_blocks(text) if tag in wanted]
+    return found[-1] if found else None
+
+
+def code_run(
+    code: str,
+    type: str = "python",
+    timeout: int = 60,
+    cwd: str | Path | None = None,
+    abort: threading.Event | None = None,
+    max_output: int = MAX_OUTPUT_CHARS,
+    max_live: int = MAX_LIVE_CHARS,
+) -> Generator[str, None, dict]:
+    """Run ``code``; yield its output live; return status, exit code and truncated stdout."""
+    kind = _canonical_type(type)
+    limit = _coerce_timeout(timeout)
+    workdir = _workdir(cwd)
+    argv, script = _command(code, kind)
+    try:
+        child = _Child(argv, workdir, abort)
+    except OSError as e:
+        _remove(script)
+        raise ToolError(f"cannot start {kind}: {e}") from e
+    out = _Output(max(MIN_OUTPUT_CHARS, int(max_output)), max_live)
+    try:
+        status = yield from _pump(child, limit, out)
+    finally:
+        child.close()
+        _remove(script)
+    code_ = child.proc.returncode if status is None else None
+    if status is None:
+        status = "success" if code_ == 0 else "error"
+    return {"status": status, "exit_code": code_, "stdout": out.render()}
+
+
+def _canonical_type(kind: str) -> str:
+    for name, aliases in LANG_ALIASES.items():
+        if str(kind).lower() in aliases:
+            return name
+    raise ToolError(f"unknown code type {kind!r}; use python, bash or powershell")
+
+
+def _coerce_timeout(timeout: int | float | str) -> float:
+    try:
+        value = float(timeout)
+    except (TypeError, ValueError) as e:
+        raise ToolError(f"timeout must be a number of seconds, got {timeout!r}") from e
+    return min(MAX_TIMEOUT, max(MIN_TIMEOUT, value))
+
+
+def _workdir(cwd: str | Path | None) -> str:
+    path = Path(cwd) if cwd is not None else Path.cwd()
+    if not path.is_dir():
+        raise ToolError(f"working directory does not exist: {path}")
+    return str(path)
+
+
+def _command(code: str, kind: str) -> tuple[list[str], Path | None]:
+    if kind == "bash":
+        return ["bash", "-c", code], None
+    if kind == "powershell":
+        if os.name != "nt":
+            raise ToolError("powershell runs only on Windows; use type=bash here")
+        return ["powershell", "-NoProfile", "-NonInteractive", "-Command", code], None
+    fd, name = tempfile.mkstemp(prefix="ga_code_", suffix=".py")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(code)
+    return [sys.executable, "-X", "utf8", "-u", name], Path(name)
+
+
+def _remove(script: Path | None) -> None:
+    if script is not None:
+        script.unlink(missing_ok=True)
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONIOENCODING"] = "utf-8"
+    env["PYTHONUTF8"] = "1"
+    env.setdefault("LANG", "C.UTF-8")
+    env.setdefault("LC_ALL", "C.UTF-8")
+    return env
+
+
+def _group_kwargs() -> dict:
+    if os.name == "nt":
+        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+    return {"start_new_session": True}
+
+
+class _Child:
+    """A started child with its reader, waiter and (optional) abort-watcher threads."""
+
+    def __init__(self, argv: list[str], cwd: str, abort: threading.Event | None) -> None:
+        self.events: queue.Queue = queue.Queue(maxsize=QUEUE_CHUNKS)
+        self.done = threading.Event()
+        self.exited = threading.Event()
+        self.proc = subprocess.Popen(
+            argv, cwd=cwd, env=_child_env(), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **_group_kwargs(),
+        )
+        self._start(self._read)
+        self._start(self._wait)
+        if abort is not None:
+            self._start(self._watch, abort)
+
+    @staticmethod
+    def _start(target, *args) -> None:
+        threading.Thread(target=target, args=args, daemon=True).start()
+
+    def _read(self) -> None:
+        stream = self.proc.stdout
+        with stream:
+            while data := os.read(stream.fileno(), READ_CHUNK_BYTES):
+                if not self.done.is_set():
+                    self.events.put(data)
+        self.events.put(_EOF)
+
+    def _wait(self) -> None:
+        self.proc.wait()
+        self.exited.set()
+        self.events.put(_EXIT)
+
+    def _watch(self, abort: threading.Event) -> None:
+        while not self.done.is_set() and not self.exited.is_set():
+            if abort.wait(ABORT_WATCH_SECONDS):
+                self.events.put(_ABORT)
+                return
+
+    def kill_group(self) -> None:
+        """SIGTERM the whole process group, then SIGKILL it shortly after."""
+        if os.name == "nt":
+            subprocess.run(
+                ["taskkill", "/F", "/T", "/PID", str(self.proc.pid)], capture_output=True,
+                check=False,
+            )
+            return
+        self._signal_group(signal.SIGTERM)
+        self.exited.wait(TERM_GRACE_SECONDS)
+        self._signal_group(signal.SIGKILL)
+
+    def _signal_group(self, sig: int) -> None:
+        # ProcessLookupError: every member of the group is already gone.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+    def close(self) -> None:
+        """Stop listening; kill the group if the child still runs (caller went away)."""
+        self.done.set()
+        if not self.exited.is_set():
+            self.kill_group()
+        with contextlib.suppress(queue.Empty):
+            while True:  # unblock a reader waiting on a full queue
+                self.events.get_nowait()
+        self.exited.wait(DRAIN_SECONDS)
+
+
+def _pump(child: _Child, limit: float, out: _Output) -> Generator[str, None, str | None]:
+    """Yield decoded output until EOF and exit; return a kill status or None."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    deadline = time.monotonic() + limit
+    status = None
+    eof = exited = False
+    while not (eof and exited):
+        try:
+            item = child.events.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            if status is not None or exited:
+                break  # drain window over (an escaped or background child holds the pipe)
+            status = _stop(child, "timeout")
+            deadline = time.monotonic() + DRAIN_SECONDS
+            continue
+        if item is _ABORT and status is None and not exited:
+            status = _stop(child, "aborted")
+            deadline = time.monotonic() + DRAIN_SECONDS
+        elif item is _EXIT:
+            exited = True
+            deadline = min(deadline, time.monotonic() + DRAIN_SECONDS)
+        elif item is _EOF:
+            eof = True
+        elif isinstance(item, bytes) and (shown := out.add(decoder.decode(item))):
+            yield shown
+    if tail := out.add(decoder.decode(b"", final=True)):
+        yield tail
+    return status
+
+
+def _stop(child: _Child, status: str) -> str:
+    child.kill_group()
+    return status
+
+
+class _Output:
+    """Head and tail of the output within a char budget; live display capped per run."""
+
+    def __init__(self, max_chars: int, max_live: int) -> None:
+        budget = max_chars - MARKER_RESERVE_CHARS
+        self.head_cap = budget // 2
+        self.tail_cap = budget - self.head_cap
+        self.head: list[str] = []
+        self.head_len = 0
+        self.tail: deque[str] = deque()
+        self.tail_len = 0
+        self.total = 0
+        self.max_live = max_live
+        self.live_left = max_live
+
+    def add(self, text: str) -> str:
+        """Keep ``text`` in head/tail; return the part to show live ("" once capped)."""
+        self.total += len(text)
+        rest = text
+        room = self.head_cap - self.head_len
+        if room > 0:
+            self.head.append(rest[:room])
+            self.head_len += min(room, len(rest))
+            rest = rest[room:]
+        if rest:
+            self.tail.append(rest)
+            self.tail_len += len(rest)
+            while self.tail and self.tail_len - len(self.tail[0]) >= self.tail_cap:
+                self.tail_len -= len(self.tail.popleft())
+        return self._live(text)
+
+    def _live(self, text: str) -> str:
+        if len(text) <= self.live_left:
+            self.live_left -= len(text)
+            return text
+        if self.live_left < 0:
+            return ""
+        shown = text[: self.live_left]
+        self.live_left = -1
+        return f"{shown}\n... [live output capped at {self.max_live} chars; still running] ...\n"
+
+    def render(self) -> str:
+        head = "".join(self.head)
+        tail = "".join(self.tail)[-self.tail_cap:] if self.tail_cap > 0 else ""
+        omitted = self.total - len(head) - len(tail)
+        if omitted <= 0:
+            return head + tail
+        return f"{head}\n... [{omitted} chars omitted] ...\n{tail}"
