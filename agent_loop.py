@@ -1,0 +1,277 @@
+"""The turn loop: ask the model, run the tools it calls, feed the results back.
+
+Knows only ``client.chat(messages, tools)`` and ``handler.dispatch(...)``; no provider
+and no tool body lives here. ``agent_runner_loop`` yields event dicts (``turn``, ``text``,
+``thinking``, ``usage``, ``tool_call``, ``progress``, ``tool_result``) and returns
+``{'result': ..., 'data': ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import traceback
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Generator, Optional
+
+log = logging.getLogger("ga.loop")
+
+HOOK_EVENTS = (
+    "agent_before", "turn_before", "llm_before", "llm_after",
+    "tool_before", "tool_after", "turn_after", "agent_after",
+)
+COMPACT_ARGS_CHARS = 120
+COMPACT_KEYINFO_CHARS = 60
+CLEAN_CODE_MAX_LINES = 6
+CLEAN_CODE_PREVIEW_LINES = 5
+BAD_JSON_PREVIEW_CHARS = 200
+
+
+@dataclass
+class StepOutcome:
+    data: Any
+    next_prompt: Optional[str] = None
+    should_exit: bool = False
+
+
+class Hooks:
+    """Plugin hook registry: ``on(event, fn)``; a failing callback is reported, never raised."""
+
+    def __init__(self) -> None:
+        self._callbacks: dict[str, list[Callable]] = {e: [] for e in HOOK_EVENTS}
+
+    def on(self, event: str, fn: Callable[[MappingProxyType], Any]) -> None:
+        if event not in self._callbacks:
+            raise ValueError(f"unknown hook event {event!r}; known: {', '.join(HOOK_EVENTS)}")
+        self._callbacks[event].append(fn)
+
+    def fire(self, event: str, ctx: dict) -> None:
+        view = MappingProxyType(ctx)
+        for fn in self._callbacks[event]:
+            try:
+                fn(view)
+            except Exception as e:  # a plugin must never break the loop
+                name = getattr(fn, "__qualname__", repr(fn))
+                log.warning("hook %s (%s) failed: %s: %s", event, name, type(e).__name__, e)
+
+
+def json_default(o: Any) -> Any:
+    return sorted(o) if isinstance(o, set) else str(o)
+
+
+def bad_json_message(name: str, raw: str, error: str) -> str:
+    preview = raw if len(raw) <= BAD_JSON_PREVIEW_CHARS else raw[:BAD_JSON_PREVIEW_CHARS] + "..."
+    return (f"[Error] the arguments of your {name} tool call were not valid JSON ({error}). "
+            f"Arguments received: {preview!r}. Send the call again with a JSON object.")
+
+
+def _run_maybe_generator(ret: Any) -> Generator[str, None, Any]:
+    if hasattr(ret, "__next__") and hasattr(ret, "send"):
+        ret = yield from ret
+    return ret
+
+
+class BaseHandler:
+    """Dispatches tool calls to ``do_<name>`` methods."""
+
+    _done_hooks: list[str]
+    exit_request: Optional[dict] = None  # set to {'result': ..., 'data': ...} to end the task
+    current_turn: int = 0
+
+    def __init__(self) -> None:
+        self._done_hooks = []
+        self.hooks = Hooks()
+
+    def turn_end_callback(self, response, tool_calls, tool_results, turn, next_prompt,
+                          exit_reason) -> str:
+        return next_prompt
+
+    def dispatch(self, tool_name: str, args: dict, response, index: int = 0,
+                 tool_num: int = 1) -> Generator[str, None, StepOutcome]:
+        if tool_name == "bad_json":
+            msg = bad_json_message(args.get("name", "?"), args.get("raw", ""),
+                                   args.get("error", "invalid JSON"))
+            return StepOutcome({"status": "error", "msg": msg}, next_prompt=msg)
+        method = getattr(self, f"do_{tool_name}", None)
+        if method is None:
+            yield f"unknown tool {tool_name}\n"
+            return StepOutcome({"status": "error", "msg": f"unknown tool {tool_name}"},
+                               next_prompt=f"unknown tool {tool_name}")
+        args["_index"] = index
+        args["_tool_num"] = tool_num
+        self.hooks.fire("tool_before", {"tool_name": tool_name, "args": args})
+        try:
+            outcome = yield from _run_maybe_generator(method(args, response))
+        except Exception as e:  # a failing tool reports to the model; the run goes on
+            log.debug("tool %s failed:\n%s", tool_name, traceback.format_exc())
+            if getattr(e, "for_model", False):
+                msg = f"[Error] {e}"
+            else:
+                msg = f"[Error] tool {tool_name} failed: {type(e).__name__}: {e}"
+            outcome = StepOutcome({"status": "error", "msg": msg}, next_prompt="\n")
+        if not isinstance(outcome, StepOutcome):
+            outcome = StepOutcome(outcome, next_prompt="\n")
+        self.hooks.fire("tool_after", {"tool_name": tool_name, "args": args, "outcome": outcome})
+        return outcome
+
+
+def _parse_calls(response) -> list[dict]:
+    if not response.tool_calls:
+        return [{"tool_name": "no_tool", "args": {}, "id": ""}]
+    calls = []
+    for tc in response.tool_calls:
+        name, raw = tc.function.name, tc.function.arguments or "{}"
+        try:
+            args = json.loads(raw)
+            error = None if isinstance(args, dict) else f"expected an object, got {args!r:.40}"
+        except json.JSONDecodeError as e:
+            error = str(e)
+        if error:
+            calls.append({"tool_name": "bad_json", "id": tc.id,
+                          "args": {"name": name, "raw": raw, "error": error}})
+        else:
+            calls.append({"tool_name": name, "args": args, "id": tc.id})
+    return calls
+
+
+def _stream_reply(client, messages, tools_schema) -> Generator[dict, None, Any]:
+    gen = client.chat(messages, tools_schema)
+    while True:
+        try:
+            chunk = next(gen)
+        except StopIteration as stop:
+            return stop.value
+        kind = "thinking" if type(chunk).__name__ == "ThinkingChunk" else "text"
+        yield {"type": kind, "delta": str(chunk)}
+
+
+def _result_text(data: Any) -> str:
+    if isinstance(data, (dict, list)):
+        return json.dumps(data, ensure_ascii=False, default=json_default)
+    return str(data)
+
+
+def _run_calls(handler, response, calls) -> Generator[dict, None, tuple]:
+    tool_results: list[dict] = []
+    next_prompts: list[str] = []
+    exit_reason: dict = {}
+    for i, call in enumerate(calls):
+        name, args, call_id = call["tool_name"], call["args"], call["id"]
+        if name != "no_tool":
+            yield {"type": "tool_call", "name": name, "args": dict(args), "id": call_id}
+        gen = handler.dispatch(name, args, response, index=i, tool_num=len(calls))
+        while True:
+            try:
+                progress = next(gen)
+            except StopIteration as stop:
+                outcome = stop.value
+                break
+            yield {"type": "progress", "text": str(progress)}
+        if name != "no_tool":
+            yield {"type": "tool_result", "name": name, "id": call_id, "data": outcome.data}
+        if outcome.should_exit:
+            exit_reason = {"result": "EXITED", "data": outcome.data}
+            break
+        if not outcome.next_prompt:
+            exit_reason = {"result": "CURRENT_TASK_DONE", "data": outcome.data}
+            break
+        if outcome.data is not None and name != "no_tool":
+            tool_results.append({"tool_use_id": call_id, "content": _result_text(outcome.data)})
+        if outcome.next_prompt not in next_prompts:
+            next_prompts.append(outcome.next_prompt)
+    return tool_results, next_prompts, exit_reason
+
+
+def agent_runner_loop(client, system_prompt: str, user_input: str, handler, tools_schema,
+                      max_turns: int = 100, verbose: bool = False
+                      ) -> Generator[dict, None, dict]:
+    """Drive the model turn by turn until a tool ends the task or a limit is hit."""
+    messages: list[dict] = [{"role": "system", "content": system_prompt},
+                            {"role": "user", "content": user_input}]
+    hooks: Hooks = getattr(handler, "hooks", None) or Hooks()
+    handler.max_turns = max_turns
+    handler.verbose = verbose
+    ctx = {"client": client, "handler": handler, "messages": messages}
+    hooks.fire("agent_before", ctx)
+    turn, exit_reason, response = 0, {}, None
+    tool_calls: list[dict] = []
+    tool_results: list[dict] = []
+    while turn < handler.max_turns:
+        turn += 1
+        handler.current_turn = turn
+        yield {"type": "turn", "turn": turn}
+        ctx.update(turn=turn, messages=messages)
+        hooks.fire("turn_before", ctx)
+        hooks.fire("llm_before", ctx)
+        response = yield from _stream_reply(client, messages, tools_schema)
+        usage = getattr(response, "usage", None)
+        if usage is not None:
+            yield {"type": "usage", "input": usage.input, "cached": usage.cached,
+                   "output": usage.output}
+        ctx["response"] = response
+        hooks.fire("llm_after", ctx)
+        tool_calls = _parse_calls(response)
+        tool_results, next_prompts, exit_reason = yield from _run_calls(
+            handler, response, tool_calls)
+        if not next_prompts or exit_reason:
+            if not handler._done_hooks or exit_reason.get("result") == "EXITED":
+                break
+            exit_reason = {}
+            next_prompts.append(handler._done_hooks.pop(0))
+        next_prompt = handler.turn_end_callback(response, tool_calls, tool_results, turn,
+                                                "\n".join(next_prompts), exit_reason)
+        ctx.update(next_prompt=next_prompt, tool_results=tool_results)
+        hooks.fire("turn_after", ctx)
+        if handler.exit_request:
+            exit_reason = handler.exit_request
+            break
+        messages = [{"role": "user", "content": next_prompt, "tool_results": tool_results}]
+    if exit_reason and response is not None and not handler.exit_request:
+        handler.turn_end_callback(response, tool_calls, tool_results, turn, "", exit_reason)
+    ctx["exit_reason"] = exit_reason
+    hooks.fire("agent_after", ctx)
+    return exit_reason or {"result": "MAX_TURNS_EXCEEDED", "data": None}
+
+
+def _shrink_code(m: re.Match) -> str:
+    lines = m.group(0).split("\n")
+    lang = lines[0].replace("```", "").strip()
+    body = [line for line in lines[1:-1] if line.strip()]
+    if len(body) <= CLEAN_CODE_MAX_LINES:
+        return m.group(0)
+    preview = "\n".join(body[:CLEAN_CODE_PREVIEW_LINES])
+    return f"```{lang}\n{preview}\n  ... ({len(body)} lines)\n```"
+
+
+def _clean_content(text: str) -> str:
+    """Shorten model text for the console (SPEC §2)."""
+    if not text:
+        return ""
+    text = re.sub(r"```[\s\S]*?```", _shrink_code, text)
+    text = re.sub(r"<file_content>[\s\S]*?</file_content>", "", text)
+    text = re.sub(r"<tool_(?:use|call)>[\s\S]*?</tool_(?:use|call)>", "", text)
+    text = re.sub(r"(\r?\n){3,}", "\n\n", text)
+    return text.strip()
+
+
+def _cut(s: str, n: int) -> str:
+    return s[:n] + "..." if len(s) > n else s
+
+
+def _compact_tool_args(name: str, args: dict) -> str:
+    """One short line describing a tool call's arguments (SPEC §2)."""
+    a = {k: v for k, v in args.items() if k not in ("_index", "_tool_num")}
+    if isinstance(a.get("path"), str):
+        a["path"] = os.path.basename(a["path"])
+    if name == "update_working_checkpoint":
+        return _cut(str(a.get("key_info", "")), COMPACT_KEYINFO_CHARS)
+    if name == "ask_user":
+        q = str(a.get("question", ""))
+        cands = a.get("candidates") or []
+        if cands:
+            q += "\n" + "\n".join(f"- {c}" for c in cands)
+        return q
+    return _cut(json.dumps(a, ensure_ascii=False, default=json_default), COMPACT_ARGS_CHARS)

@@ -1,0 +1,776 @@
+"""GenericAgent: the handler (tools + working memory), the session object and the CLI.
+
+This is the composition root: the only module that imports the loop, llmcore, tools
+and memory together.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Generator, Literal
+
+from agent_loop import BaseHandler, Hooks, StepOutcome, agent_runner_loop, json_default, log
+from llmcore.base import ConfigError, LLMError
+from memory.prompt import (
+    build_system_prompt,
+    insight_reminder,
+    long_term_update_prompt,
+    memory_read_tip,
+)
+from memory.store import MemoryStore
+from prompts import TOOL_TEXT_ZH, Texts, lang_from_env
+from tools import clip, files
+from tools.code_run import code_run, last_code_block
+from toolspec import tool, tools_schema
+
+CODE_OUTPUT_CHARS = 10_000
+READ_OUTPUT_CHARS = 15_000
+OFFERED_LATER = ("web_scan", "web_execute_js")  # browser extra: not offered yet
+USER_TOOLS = ("ask_user", "start_long_term_update")
+STALE_PREFIX = "[Note] key_info"
+
+
+@dataclass
+class Settings:
+    """Thresholds of the working-memory rules; every one configurable (config ``agent:``)."""
+
+    checkpoint_warn_turns: int = 7
+    file_reminder_every: int = 31
+    ask_user_every: int = 175
+    insight_every: int = 10
+    plan_hint_every: int = 5
+    plan_hint_after: int = 10
+    plan_limit_turns: int = 190
+    repeat_warn: int = 3
+    repeat_stop: int = 6
+    history_lines: int = 30
+    history_every: int = 2
+    earlier_every: int = 4
+    earlier_max_parts: int = 70
+    summary_chars: int = 80
+    long_prompt_chars: int = 2000
+    retry_reply_limit: int = 3
+    texts: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict, path: str | None = None) -> Settings:
+        known = {f.name: f for f in fields(cls)}
+        for key, value in data.items():
+            if key not in known:
+                raise ConfigError(path, f"agent.{key}",
+                                  f"unknown setting; known: {', '.join(known)}")
+            want = dict if key == "texts" else int
+            if not isinstance(value, want) or isinstance(value, bool):
+                raise ConfigError(path, f"agent.{key}", f"must be {want.__name__}, got {value!r}")
+        return cls(**data)
+
+
+def squeeze(text: str, limit: int) -> str:
+    """One short line: newlines folded, head and tail kept."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit // 2] + " ... " + line[-limit // 2:]
+
+
+def consume_file(folder: Path | None, name: str) -> str | None:
+    if not folder:
+        return None
+    p = Path(folder) / name
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    p.unlink(missing_ok=True)
+    return text.strip() or None
+
+
+def call_signature(tool_calls: list[dict]) -> str | None:
+    calls = [c for c in tool_calls if c["tool_name"] != "no_tool"]
+    if not calls:
+        return None
+    return json.dumps([[c["tool_name"], {k: v for k, v in c["args"].items()
+                                          if not k.startswith("_")}] for c in calls],
+                      sort_keys=True, ensure_ascii=False, default=json_default)
+
+
+class GenericAgentHandler(BaseHandler):
+    """The agent's tools (``do_*``) and its working memory."""
+
+    def __init__(self, parent: GenericAgent, cwd: str | Path = ".") -> None:
+        super().__init__()
+        self.parent = parent
+        self.cwd = Path(cwd).absolute()
+        self.t: Texts = parent.texts
+        self.s: Settings = parent.settings
+        self.memory = parent.memory
+        self.hooks = parent.hooks
+        self.working: dict[str, Any] = {}
+        self.history_info: list[str] = parent.history_info
+        self.abort_event = threading.Event()
+        self._retry_count = 0
+        self._checkpointed = False
+        self._signatures: list[str | None] = []
+
+    def resolve(self, path: str) -> Path:
+        return Path(os.path.abspath(os.path.join(self.cwd, os.path.expanduser(path))))
+
+    def _anchor(self, index: int) -> str:
+        return self._get_anchor_prompt(skip=index > 0)
+
+    # ---- tools -------------------------------------------------------------------------
+    @tool(aliases={"code": "script"})
+    def do_code_run(self, script: str = "",
+                    type: Literal["python", "bash", "powershell"] = "python", timeout: int = 60, cwd: str = "", inline_eval: bool = False, *,
+                    response: Any = None, _index: int = 0, _tool_num: int = 1):
+        """Run code: python as a temp file, bash as a shell command. Keep bulk data out of
+        the code; read and write files for it.
+
+        Args:
+            script: Code to run. If omitted, the last ```python/```bash block of your reply runs.
+            type: Language of the code.
+            timeout: Seconds before the whole process group is killed (max 600).
+            cwd: Folder to run in, relative to the working directory.
+            inline_eval: Evaluate python inside the agent, with `handler` and `agent` in scope.
+        """
+        code = script or last_code_block(getattr(response, "content", "") or "", type)
+        if not code:
+            return StepOutcome({"status": "error", "msg": self.t("code_missing", type=type)},
+                               next_prompt="\n")
+        run_dir = self.resolve(cwd or ".")
+        if inline_eval and type == "python":
+            result = self._inline_eval(code, run_dir)
+        else:
+            yield f"[Action] Running {type} in {run_dir.name or run_dir}: {squeeze(code, 60)}\n"
+            result = yield from code_run(code, type, timeout, cwd=run_dir, abort=self.abort_event,
+                                         max_output=CODE_OUTPUT_CHARS // max(_tool_num, 1))
+        return StepOutcome(result, next_prompt=self._anchor(_index))
+
+    def _inline_eval(self, code: str, run_dir: Path) -> dict:
+        ns = {"handler": self, "agent": self.parent}
+        old = os.getcwd()
+        try:
+            os.chdir(run_dir)
+            try:
+                value = repr(eval(code, ns))
+            except SyntaxError:
+                exec(code, ns)
+                value = repr(ns.get("_r", "OK"))
+        except Exception as e:  # the model's own code: report, don't crash
+            return {"status": "error", "msg": f"{type(e).__name__}: {e}"}
+        finally:
+            os.chdir(old)
+        return {"status": "success", "result": value}
+
+    @tool
+    def do_file_read(self, path: str, start: int = 1, count: int = 200,
+                     keyword: str | None = None, show_linenos: bool = True, *,
+                     _index: int = 0, _tool_num: int = 1):
+        """Read a text file with line numbers. With keyword, show the lines around its first
+        (case-insensitive) match.
+
+        Args:
+            path: File to read, relative to the working directory.
+            start: First line to show (1-based).
+            count: How many lines to show.
+            keyword: Text to jump to.
+            show_linenos: Prefix each line with its number.
+        """
+        p = self.resolve(path)
+        yield f"[Action] Reading file: {p}\n"
+        text = files.file_read(p, start=start, count=count, keyword=keyword,
+                               show_linenos=show_linenos)
+        text = clip(text, READ_OUTPUT_CHARS // max(_tool_num, 1))
+        next_prompt = self._anchor(_index)
+        if self.memory.is_memory_file(p):
+            self.memory.record_access(p)
+            next_prompt += "\n" + memory_read_tip(self.t.lang)
+        return StepOutcome(text, next_prompt=next_prompt)
+
+    @tool
+    def do_file_write(self, path: str, content: str | None = None,
+                      mode: Literal["overwrite", "append", "prepend"] = "overwrite", *,
+                      response: Any = None, _index: int = 0):
+        """Write a whole file (use file_patch for small edits). Put the text in `content` or
+        in a <file_content>...</file_content> block of your reply.
+
+        Args:
+            path: File to write, relative to the working directory.
+            content: Text to write; may contain {{file:path:start:end}} references.
+            mode: overwrite, append or prepend.
+        """
+        p = self.resolve(path)
+        yield f"[Action] {mode.capitalize()} file: {p.name}\n"
+        body = content or files.content_from_reply(getattr(response, "content", "") or "")
+        if body is None and content is None:
+            return StepOutcome({"status": "error", "msg": self.t("content_missing")},
+                               next_prompt="\n")
+        result = files.file_write(p, files.expand_file_refs(body or "", self.cwd), mode)
+        return StepOutcome(result, next_prompt=self._anchor(_index))
+
+    @tool
+    def do_file_patch(self, path: str, old_content: str, new_content: str, *, _index: int = 0):
+        """Replace the one occurrence of old_content in a file with new_content.
+
+        Args:
+            path: File to patch, relative to the working directory.
+            old_content: Exact text to replace; must occur exactly once.
+            new_content: Replacement text; may contain {{file:path:start:end}} references.
+        """
+        p = self.resolve(path)
+        yield f"[Action] Patching file: {p.name}\n"
+        result = files.file_patch(p, old_content, files.expand_file_refs(new_content, self.cwd))
+        return StepOutcome(result, next_prompt=self._anchor(_index))
+
+    @tool
+    def do_update_working_checkpoint(self, key_info: str | None = None,
+                                     related_sop: str | None = None, *, _index: int = 0):
+        """Save what must be remembered for the rest of the task; it is shown to you every
+        turn. Call it when new, non-obvious key facts appear.
+
+        Args:
+            key_info: Key facts, targets and constraints to keep ("" clears).
+            related_sop: Path of the SOP file this task follows.
+        """
+        changed = []
+        for key, value in (("key_info", key_info), ("related_sop", related_sop)):
+            if value is not None:
+                self.working[key] = value
+                changed.append(key)
+        self.working["passed_sessions"] = 0
+        self.working["passed_tasks"] = 0
+        self._checkpointed = True
+        yield (self.t("checkpoint_info", what=" and ".join(changed)) if changed
+               else self.t("checkpoint_nothing")) + "\n"
+        next_prompt = self._anchor(_index)
+        if self.current_turn <= 1:
+            next_prompt += "\n" + self.t("checkpoint_first_tip")
+        return StepOutcome({"result": "working key_info updated"}, next_prompt=next_prompt)
+
+    @tool
+    def do_ask_user(self, question: str, candidates: list[str] | None = None):
+        """Ask the user a question and stop until they answer.
+
+        Args:
+            question: The question.
+            candidates: Suggested answers the user can pick from.
+        """
+        yield self.t("ask_user_waiting") + "\n"
+        data = {"question": question, "candidates": candidates or []}
+        return StepOutcome({"status": "INTERRUPT", "intent": "HUMAN_INTERVENTION", "data": data},
+                           next_prompt="", should_exit=True)
+
+    @tool
+    def do_start_long_term_update(self, *, _index: int = 0):
+        """After finishing a task, distil verified, durable facts into long-term memory."""
+        ok, text = long_term_update_prompt(self.memory, self.current_turn, self.t.lang)
+        if not ok:
+            return StepOutcome({"status": "refused", "msg": text}, next_prompt="\n")
+        yield "[Info] Start distilling verified facts into long-term memory.\n"
+        return StepOutcome(text, next_prompt=self._anchor(_index))
+
+    @tool(hidden=True)
+    def do_no_tool(self, *, response: Any = None):
+        """Runs when the model called no tool."""
+        content = getattr(response, "content", "") or ""
+        thinking = getattr(response, "thinking", "") or ""
+        stop = getattr(response, "stop_reason", "")
+        if stop == "aborted":
+            return StepOutcome(content, next_prompt=None)
+        if not content.strip() and not thinking.strip():
+            yield "[Warn] The model returned an empty reply; asking again.\n"
+            return self._retry_or_fail(self.t("empty_reply"))
+        if stop == "error":
+            return self._retry_or_fail(self.t("incomplete_reply"))
+        if stop == "max_tokens":
+            return self._retry_or_fail(self.t("max_tokens_reply"))
+        self._retry_count = 0
+        plan = self.working.get("in_plan_mode")
+        if plan and claims_completion(content) and not has_verification(content):
+            yield "[Warn] Completion claim in plan mode without verification refused.\n"
+            return StepOutcome({}, next_prompt=self.t("plan_verify_refused"))
+        if is_code_block_only(content):
+            yield "[Info] Reply is one big code block and no tool call; asking the model.\n"
+            return StepOutcome({}, next_prompt=self.t("code_block_only"))
+        if plan and plan_open_items(plan) == 0:
+            self.working.pop("in_plan_mode", None)
+            yield self.t("plan_done", plan=plan) + "\n"
+        return StepOutcome(content, next_prompt=None)
+
+    def _retry_or_fail(self, prompt: str) -> StepOutcome:
+        self._retry_count += 1
+        if self._retry_count >= self.s.retry_reply_limit:
+            error = self.t("empty_limit", n=self._retry_count)
+            return StepOutcome({"status": "FAILED", "error": error}, should_exit=True)
+        return StepOutcome({}, next_prompt=prompt)
+
+    def enter_plan_mode(self, plan_path: str) -> str:
+        """Enter plan mode (call it via code_run inline_eval)."""
+        self.working["in_plan_mode"] = str(plan_path)
+        self.max_turns = max(getattr(self, "max_turns", 0), 100)
+        log.info(self.t("plan_entered", plan=plan_path))
+        return str(plan_path)
+
+    # ---- working memory ----------------------------------------------------------------
+    def _fold_earlier(self, lines: list[str]) -> str:
+        fallback = self.t("agent_line", text=self.t("answered_directly"))
+        parts: list[str] = []
+        count, last = 0, ""
+        for line in lines + ["[USER]"]:
+            if line.startswith("[USER]"):
+                if count:
+                    parts.append(f"{'[Agent]' if last == fallback else last}（{count} turns）")
+                parts.append(line)
+                count, last = 0, ""
+            else:
+                count, last = count + 1, line
+        return "\n".join(parts[:-1][-self.s.earlier_max_parts:])
+
+    def _get_anchor_prompt(self, skip: bool = False) -> str:
+        if skip:
+            return "\n"
+        h, w, turn = self.history_info, self.s.history_lines, self.current_turn
+        out = ["", self.t("anchor_header")]
+        if len(h) > w and turn % self.s.earlier_every == 0:
+            out.append(f"<earlier_context>\n{self._fold_earlier(h[:-w])}\n</earlier_context>")
+        if turn % self.s.history_every == 0:
+            out.append("<history>\n" + "\n".join(h[-w:]) + "\n</history>")
+        out.append(self.t("current_turn", turn=turn))
+        if self.working.get("key_info"):
+            out.append(f"<key_info>{self.working['key_info']}</key_info>")
+        if self.working.get("related_sop"):
+            out.append(self.t("related_sop", sop=self.working["related_sop"]))
+        return "\n".join(out) + "\n"
+
+    def _summary(self, response: Any, tool_calls: list[dict]) -> tuple[str, bool]:
+        content = getattr(response, "content", "") or ""
+        clean = re.sub(r"```.*?```|<thinking>.*?</thinking>", "", content, flags=re.DOTALL)
+        m = re.search(r"<summary>(.*?)</summary>", clean, re.DOTALL)
+        if m:
+            return squeeze(m.group(1), self.s.summary_chars), True
+        first = tool_calls[0]
+        if clean.strip():
+            text = clean
+        elif first["tool_name"] == "no_tool":
+            text = self.t("answered_directly")
+        else:
+            args = {k: v for k, v in first["args"].items() if not k.startswith("_")}
+            text = f"{first['tool_name']}, args: {json.dumps(args, ensure_ascii=False)}"
+        return squeeze(text, self.s.summary_chars), False
+
+    def turn_end_callback(self, response, tool_calls, tool_results, turn, next_prompt,
+                          exit_reason) -> str:
+        summary, tagged = self._summary(response, tool_calls)
+        self.history_info.append(self.t("agent_line", text=summary))
+        if self._checkpointed:
+            self._checkpointed = False
+        else:
+            self.working["passed_sessions"] = self.working.get("passed_sessions", 0) + 1
+        if exit_reason:
+            return next_prompt
+        notes: list[str] = []
+        if not tagged and any(c["tool_name"] != "no_tool" for c in tool_calls):
+            notes.append(self.t("summary_missing"))
+        notes += self._reminders(turn)
+        notes += self._repeat_guard(tool_calls)
+        plan = self.working.get("in_plan_mode")
+        if plan and turn >= self.s.plan_hint_after and turn % self.s.plan_hint_every == 0:
+            next_prompt = self.t("plan_hint", plan=plan) + "\n\n" + next_prompt
+        notes += self._master_injection()
+        next_prompt = "\n\n".join([next_prompt.rstrip("\n")] + notes) if notes else next_prompt
+        self._call_turn_end_hooks(locals())
+        return next_prompt
+
+    def _reminders(self, turn: int) -> list[str]:
+        s, out = self.s, []
+        passed = self.working.get("passed_sessions", 0)
+        if passed >= s.checkpoint_warn_turns and passed % s.checkpoint_warn_turns == 0:
+            out.append(self.t("danger_checkpoint", n=passed))
+        plan = self.working.get("in_plan_mode")
+        if turn % s.ask_user_every == 0 and not plan:
+            out.append(self.t("remind_ask_user", turn=turn))
+        if turn % s.file_reminder_every == 0:
+            out.append(self.t("remind_file", turn=turn))
+        if turn % s.insight_every == 0:
+            out.append(insight_reminder(self.memory, self.t.lang))
+        if plan and turn >= s.plan_limit_turns:
+            out.append(self.t("plan_limit", turn=turn))
+        return out
+
+    def _repeat_guard(self, tool_calls: list[dict]) -> list[str]:
+        sig = call_signature(tool_calls)
+        self._signatures.append(sig)
+        run = 0
+        for past in reversed(self._signatures):
+            if sig is None or past != sig:
+                break
+            run += 1
+        name = next((c["tool_name"] for c in tool_calls if c["tool_name"] != "no_tool"), "")
+        if run >= self.s.repeat_stop:
+            self.exit_request = {"result": "NO_PROGRESS",
+                                 "data": self.t("no_progress_end", name=name, n=run)}
+        if run >= self.s.repeat_warn:
+            return [self.t("no_progress_warn", name=name, n=run)]
+        return []
+
+    def _master_injection(self) -> list[str]:
+        agent = self.parent
+        keyinfo = agent.extrakeyinfo or consume_file(agent.task_dir, "_keyinfo")
+        intervene = agent.intervene or consume_file(agent.task_dir, "_intervene")
+        agent.extrakeyinfo = agent.intervene = None
+        if keyinfo:
+            master = self.t("master", text=keyinfo)
+            self.working["key_info"] = self.working.get("key_info", "") + "\n" + master
+        return [self.t("master", text=intervene)] if intervene else []
+
+    def _call_turn_end_hooks(self, scope: dict) -> None:
+        view = MappingProxyType(dict(scope))
+        for name, hook in list(self.parent._turn_end_hooks.items()):
+            try:
+                hook(view)
+            except Exception as e:  # a hook must never break the loop
+                log.warning("turn-end hook %s failed: %s: %s", name, type(e).__name__, e)
+
+    def inherit(self, previous: GenericAgentHandler) -> None:
+        """Carry working memory over from the previous task of the same agent."""
+        for key in ("key_info", "related_sop", "passed_sessions"):
+            if key in previous.working:
+                self.working[key] = previous.working[key]
+        if not self.working.get("key_info"):
+            return
+        tasks = previous.working.get("passed_tasks", 0) + 1
+        self.working["passed_tasks"] = tasks
+        kept = [ln for ln in self.working["key_info"].split("\n")
+                if not ln.startswith(STALE_PREFIX)]
+        self.working["key_info"] = "\n".join(kept + [self.t("stale_key_info", n=tasks)])
+
+
+def claims_completion(text: str) -> bool:
+    words = ("任务完成", "全部完成", "已完成所有", "🏁", "all tasks complete", "task complete",
+             "all steps complete", "plan complete")
+    low = text.lower()
+    return any(w in low for w in words)
+
+
+def has_verification(text: str) -> bool:
+    return any(w in text for w in ("VERDICT", "[VERIFY]"))
+
+
+def is_code_block_only(text: str) -> bool:
+    blocks = list(re.finditer(r"```[a-zA-Z0-9_]*\n[\s\S]{50,}?```", text))
+    if len(blocks) != 1 or text[blocks[0].end():].strip():
+        return False
+    rest = text.replace(blocks[0].group(0), "")
+    rest = re.sub(r"<(thinking|summary)>[\s\S]*?</\1>", "", rest, flags=re.IGNORECASE)
+    return len(re.sub(r"\s+", "", rest)) <= 30
+
+
+def plan_open_items(plan_path: str) -> int | None:
+    try:
+        return Path(plan_path).read_text(encoding="utf-8", errors="replace").count("[ ]")
+    except OSError:
+        return None
+
+
+class GenericAgent:
+    """A session: one model client, a task queue, working memory carried across tasks."""
+
+    def __init__(self, client: Any, *, home: str | Path, cwd: str | Path = ".",
+                 lang: str | None = None, settings: Settings | None = None,
+                 max_turns: int = 100, verbose: bool = False,
+                 handler_cls: type[GenericAgentHandler] | None = None,
+                 disabled_tools: tuple = (), task_dir: str | Path | None = None,
+                 hooks: Hooks | None = None) -> None:
+        self.llmclient = client
+        self.home = Path(home)
+        self.cwd = Path(cwd).absolute()
+        self.settings = settings or Settings()
+        self.texts = Texts(lang or lang_from_env(), self.settings.texts)
+        self.memory = MemoryStore(self.home)
+        self.memory.seed()
+        self.max_turns = max_turns
+        self.verbose = verbose
+        self.handler_cls = handler_cls or GenericAgentHandler
+        self.disabled_tools = tuple(disabled_tools) + OFFERED_LATER
+        self.task_dir = Path(task_dir) if task_dir else None
+        self.hooks = hooks or Hooks()
+        self.history_info: list[str] = []
+        self.handler: GenericAgentHandler | None = None
+        self.extrakeyinfo: str | None = None
+        self.intervene: str | None = None
+        self._turn_end_hooks: dict[str, Any] = {}
+        self.listeners: list[Any] = []
+        self.tasks: queue.Queue = queue.Queue()
+        self.is_running = False
+
+    @property
+    def lang(self) -> str:
+        return self.texts.lang
+
+    def tools_schema(self) -> list[dict]:
+        return tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
+
+    def system_prompt(self) -> str:
+        extra = getattr(self.llmclient, "extra_sys_prompt", "") or ""
+        return build_system_prompt(self.memory, self.lang, extra)
+
+    def put_task(self, query: str, source: str = "user", images: list | None = None) -> queue.Queue:
+        """Queue a task; its events arrive on the returned queue, ending with ``task_end``."""
+        out: queue.Queue = queue.Queue()
+        self.tasks.put((query, source, images, out))
+        return out
+
+    def run(self) -> None:
+        """Worker: run queued tasks one by one until ``None`` is queued."""
+        while True:
+            item = self.tasks.get()
+            if item is None:
+                return
+            query, source, images, out = item
+            for event in self.run_task(query, source, images):
+                out.put(event)
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run, name="ga-worker", daemon=True)
+        thread.start()
+        return thread
+
+    def abort(self) -> None:
+        """Stop the running task: cut the model stream and kill running code."""
+        if self.handler is not None:
+            self.handler.abort_event.set()
+            self.handler.exit_request = {"result": "ABORTED", "data": None}
+        abort = getattr(self.llmclient, "abort", None)
+        if abort:
+            abort()
+
+    def _emit(self, event: dict) -> dict:
+        for listener in self.listeners:
+            listener(event)
+        return event
+
+    def _first_message(self, query: str, images: list | None) -> str:
+        if len(query) > self.settings.long_prompt_chars:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            path = self.home / "prompts" / f"{stamp}-{abs(hash(query)) % 10**8}.txt"
+            files.atomic_write(path, query)
+            query = self.texts("long_prompt", head=query[:500] + " ...", n=len(query), path=path)
+        if images:
+            query += "\n\n[Images] " + ", ".join(str(i) for i in images)
+        return query
+
+    def run_task(self, query: str, source: str = "user", images: list | None = None
+                 ) -> Generator[dict, None, dict]:
+        """Run one task to its end, yielding events; returns the ``task_end`` event."""
+        handler = self.handler_cls(self, self.cwd)
+        if self.handler is not None:
+            handler.inherit(self.handler)
+        self.handler = handler
+        handler.disabled_tools = self.disabled_tools
+        self.history_info.append(self.texts("user_line", text=squeeze(query, 200)))
+        message = self._first_message(query, images)
+        if handler.working.get("key_info"):
+            message += "\n" + handler._get_anchor_prompt()
+        self.is_running = True
+        yield self._emit({"type": "task_start", "prompt": query, "source": source})
+        result: dict = {"result": "FAILED", "data": None}
+        try:
+            loop = agent_runner_loop(self.llmclient, self.system_prompt(), message, handler,
+                                     self.tools_schema(), self.max_turns, self.verbose)
+            result = yield from self._relay(loop)
+        finally:
+            self.is_running = False
+        end = task_end_event(result, handler.current_turn)
+        yield self._emit(end)
+        return end
+
+    def _relay(self, loop: Generator) -> Generator[dict, None, dict]:
+        while True:
+            try:
+                event = next(loop)
+            except StopIteration as stop:
+                return stop.value
+            yield self._emit(event)
+
+
+def task_end_event(result: dict, turns: int) -> dict:
+    data = result.get("data")
+    end: dict[str, Any] = {"type": "task_end", "result": result.get("result"), "turns": turns,
+                           "text": ""}
+    if isinstance(data, dict) and data.get("intent") == "HUMAN_INTERVENTION":
+        end.update(question=data["data"]["question"], candidates=data["data"]["candidates"])
+        end["text"] = data["data"]["question"]
+    elif isinstance(data, dict) and data.get("status") == "FAILED":
+        end.update(result="FAILED", error=data.get("error"), text=data.get("error", ""))
+    elif isinstance(data, str):
+        end["text"] = data
+    elif data is not None:
+        end["text"] = json.dumps(data, ensure_ascii=False, default=json_default)
+    return end
+
+
+# ---- plugins ------------------------------------------------------------------------
+class PluginAPI:
+    """What a plugin's ``register(api)`` gets: hook callbacks and extra ``do_`` tools."""
+
+    def __init__(self, hooks: Hooks) -> None:
+        self.hooks = hooks
+        self.tools: dict[str, Any] = {}
+
+    def on(self, event: str, fn: Any) -> None:
+        self.hooks.on(event, fn)
+
+    def tool(self, fn: Any) -> Any:
+        if not fn.__name__.startswith("do_"):
+            raise ValueError(f"a plugin tool must be named do_<name>, got {fn.__name__}")
+        self.tools[fn.__name__] = fn
+        return fn
+
+
+def load_plugins(home: Path, api: PluginAPI) -> None:
+    """Load ``<home>/plugins/*.py`` and ``genericagent.plugins`` entry points."""
+    import importlib.util
+    from importlib.metadata import entry_points
+
+    sources: list[tuple[str, Any]] = []
+    for path in sorted((home / "plugins").glob("*.py")):
+        sources.append((str(path), path))
+    for ep in entry_points(group="genericagent.plugins"):
+        sources.append((ep.name, ep))
+    for name, src in sources:
+        try:
+            if isinstance(src, Path):
+                spec = importlib.util.spec_from_file_location(f"ga_plugin_{src.stem}", src)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+            else:
+                module = src.load()
+            module.register(api)
+        except Exception as e:  # a broken plugin is reported and skipped
+            log.warning("plugin %s failed to load: %s: %s", name, type(e).__name__, e)
+
+
+def handler_with_plugins(api: PluginAPI) -> type[GenericAgentHandler]:
+    if not api.tools:
+        return GenericAgentHandler
+    return type("PluginHandler", (GenericAgentHandler,), dict(api.tools))
+
+
+# ---- CLI ----------------------------------------------------------------------------
+EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
+              "NO_PROGRESS": 4, "BUDGET_EXCEEDED": 4, "ABORTED": 130}
+MANAGEMENT = ("sessions", "memory")
+
+
+def resolve_home(arg: str | None) -> Path:
+    return Path(arg or os.environ.get("GA_HOME") or Path.home() / ".genericagent").expanduser()
+
+
+def build_parser():
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="ga", description="GenericAgent: a minimal, self-evolving LLM agent.",
+        epilog="Management: ga sessions | ga memory [show|sops|lint [--fix]|path]. "
+               "Exit codes: 0 done, 1 failure, 2 usage/config, 3 ask_user, 4 limit, "
+               "130 interrupted.")
+    p.add_argument("task", nargs="*", help="the task; without one, an interactive session")
+    p.add_argument("-m", "--model", help="profile name or provider:model (scripted:PATH)")
+    p.add_argument("--config", help="config file (default $GA_CONFIG or <home>/config.yaml)")
+    p.add_argument("--home", help="state folder (default $GA_HOME or ~/.genericagent)")
+    p.add_argument("-C", "--cwd", help="working directory for tools")
+    p.add_argument("--max-turns", type=int, default=100, metavar="N")
+    p.add_argument("-v", "--verbose", action="store_true", help="full tool args and outputs")
+    p.add_argument("--json", action="store_true", help="JSON Lines events on stdout")
+    p.add_argument("--no-user-tools", action="store_true",
+                   help="drop ask_user and start_long_term_update")
+    return p
+
+
+def setup_logging(verbose: bool) -> None:
+    import logging
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("ga: %(message)s"))
+    root = logging.getLogger("ga")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    root.propagate = False
+
+
+def make_agent(args, home: Path) -> GenericAgent:
+    from llmcore import make_client
+
+    cwd = Path(args.cwd or ".").absolute()
+    if not cwd.is_dir():
+        raise ConfigError(None, "--cwd", f"not a folder: {cwd}")
+    client = make_client(args.model, config_path=args.config, home=home)
+    api = PluginAPI(Hooks())
+    load_plugins(home, api)
+    disabled = USER_TOOLS if args.no_user_tools else ()
+    return GenericAgent(client, home=home, cwd=cwd, max_turns=args.max_turns,
+                        verbose=args.verbose, handler_cls=handler_with_plugins(api),
+                        disabled_tools=disabled, hooks=api.hooks)
+
+
+def run_once(agent: GenericAgent, task: str, render: Any) -> int:
+    end: dict = {}
+    try:
+        for event in agent.run_task(task):
+            render(event)
+            if event["type"] == "task_end":
+                end = event
+    except KeyboardInterrupt:
+        agent.abort()
+        print("ga: interrupted", file=sys.stderr)
+        return 130
+    code = EXIT_CODES.get(end.get("result"), 1)
+    if end.get("result") in ("MAX_TURNS_EXCEEDED", "NO_PROGRESS", "BUDGET_EXCEEDED"):
+        print(f"ga: stopped: {end['result'].lower()} {end.get('text', '')}".rstrip(),
+              file=sys.stderr)
+    elif code == 1:
+        print(f"ga: failed: {end.get('error') or end.get('text') or end.get('result')}",
+              file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        if argv[:1] == ["memory"]:
+            from memory.cli import memory_command
+
+            return memory_command(argv[1:], resolve_home(None))
+        args = build_parser().parse_args(argv)
+        setup_logging(args.verbose)
+        home = resolve_home(args.home)
+        task = " ".join(args.task).strip()
+        if not task and not sys.stdin.isatty():
+            task = sys.stdin.read().strip()
+        if not task:
+            raise ConfigError(None, "task", "no task given (the interactive REPL needs a terminal)")
+        agent = make_agent(args, home)
+        from frontends.console import JsonRenderer, TextRenderer
+
+        render = JsonRenderer() if args.json else TextRenderer(verbose=args.verbose)
+        return run_once(agent, task, render)
+    except ConfigError as e:
+        print(f"ga: {e}", file=sys.stderr)
+        return 2
+    except LLMError as e:
+        print(f"ga: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ga: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

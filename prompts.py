@@ -1,0 +1,196 @@
+"""Prompt, reminder and tool texts: one table per language (``GA_LANG=en|zh``)."""
+
+from __future__ import annotations
+
+import locale
+import os
+
+EN: dict[str, str] = {
+    "anchor_header": "### [WORKING MEMORY]",
+    "current_turn": "Current turn: {turn}",
+    "related_sop": "If anything is unclear, re-read {sop}",
+    "checkpoint_info": "[Info] Updated {what}.",
+    "checkpoint_nothing": "[Info] Checkpoint made; nothing changed.",
+    "checkpoint_first_tip": (
+        "[SYSTEM TIPS] Working memory saved. Do not call update_working_checkpoint again "
+        "unless new, non-obvious facts appear."),
+    "summary_missing": (
+        "[SYSTEM] Your reply must include <summary>one line on what you did and why</summary>."),
+    "danger_checkpoint": (
+        "[DANGER] {n} turns without a checkpoint. Call update_working_checkpoint to save key "
+        "context. Stop ineffective retries; switch strategy; re-read the relevant SOPs."),
+    "remind_file": (
+        "[SYSTEM] Turn {turn}. Write checkpoints, key findings and tried approaches to a **file** "
+        "for later reference (not only working memory)."),
+    "remind_ask_user": (
+        "[DANGER] Turn {turn}. Call ask_user to summarize progress and get direction. "
+        "No more blind retries."),
+    "plan_hint": (
+        "[Plan Hint] Plan mode. file_read({plan}) to confirm the current step, and start your "
+        "reply with: 📌 Current step: ..."),
+    "plan_limit": (
+        "[DANGER] Plan mode has run {turn} turns, the limit. Call ask_user to report progress "
+        "and confirm whether to continue."),
+    "plan_entered": "[Info] Entered plan mode with plan file: {plan}",
+    "plan_done": "[Info] Plan complete: no [ ] left in {plan}; leaving plan mode.",
+    "plan_verify_refused": (
+        "[SYSTEM] You claim completion in plan mode without a [VERIFY] step. Verify the result "
+        "first (plan_sop: run the checks, get a VERDICT), then report completion."),
+    "no_progress_warn": (
+        "[DANGER] You called {name} with the same arguments {n} turns in a row with no "
+        "progress. Stop repeating it: change approach, or ask_user."),
+    "no_progress_end": "stopped: {name} was called with the same arguments {n} turns in a row",
+    "master": "[MASTER] {text}",
+    "stale_key_info": (
+        "[Note] key_info was set {n} task(s) ago; update it, or clear it with "
+        "update_working_checkpoint(key_info=\"\") if this is a new task."),
+    "user_line": "[USER] {text}",
+    "agent_line": "[Agent] {text}",
+    "answered_directly": "answered the user directly",
+    "empty_reply": "[System] Blank response. Regenerate your reply and use a tool.",
+    "empty_limit": "the model returned {n} empty replies",
+    "incomplete_reply": "[System] Your reply was cut off. Regenerate it and use a tool.",
+    "max_tokens_reply": "[System] max_tokens limit reached. Work in several small steps.",
+    "code_block_only": (
+        "[System] Your last reply was mostly a large code block and called no tool. If the code "
+        "should run or be written to a file, call code_run / file_write / file_patch; if it was "
+        "only shown to the user, add a sentence saying so."),
+    "code_missing": "[Error] No code given: pass 'script' or put a ```{type} block in the reply.",
+    "content_missing": (
+        "[Error] No content given: pass 'content' or put it inside "
+        "<file_content>...</file_content> in your reply."),
+    "long_prompt": (
+        "{head}\n\n[The full request ({n} chars) is saved in {path}. Read it with file_read "
+        "before acting.]"),
+    "ask_user_waiting": "Waiting for your answer ...",
+}
+
+ZH: dict[str, str] = {
+    "anchor_header": "### [WORKING MEMORY]",
+    "current_turn": "Current turn: {turn}",
+    "related_sop": "有不清晰的地方请再次读取{sop}",
+    "checkpoint_info": "[Info] 已更新 {what}。",
+    "checkpoint_nothing": "[Info] 已设检查点，无内容变化。",
+    "checkpoint_first_tip": (
+        "[SYSTEM TIPS] 工作记忆已保存。除非出现新的、不明显的事实"
+        "，不要再次调用 update_working_checkpoint。"
+    ),
+    "summary_missing": "[SYSTEM] 回复文本中必须包含<summary>一行说明做了什么及原因</summary>！",
+    "danger_checkpoint": (
+        "[DANGER] 已连续 {n} 轮未设检查点。调用 update_working_checkpoint 保存关键上下文。"
+        "停止无效重试，换策略，重读相关 SOP。"),
+    "remind_file": (
+        "[SYSTEM] 第 {turn} 轮。把检查点、关键发现和尝试过的方法"
+        "写入**文件**备查（不只是工作记忆）。"
+    ),
+    "remind_ask_user": (
+        "[DANGER] 第 {turn} 轮。必须调用 ask_user 汇报进度并获取"
+        "方向，不要再盲目重试。"
+    ),
+    "plan_hint": (
+        "[Plan Hint] 正在计划模式。必须 file_read({plan}) 确认当"
+        "前步骤，回复开头引用：📌 当前步骤：..."
+    ),
+    "plan_limit": (
+        "[DANGER] Plan模式已运行 {turn} 轮，已达上限。必须 ask_us"
+        "er 汇报进度并确认是否继续。"
+    ),
+    "plan_entered": "[Info] 已进入计划模式，计划文件：{plan}",
+    "plan_done": "[Info] 计划完成：{plan} 中无 [ ] 残留，退出计划模式。",
+    "plan_verify_refused": (
+        "[SYSTEM] 计划模式下声称完成但没有 [VERIFY] 验证步骤。请"
+        "先验证并获得 VERDICT，再声称完成。"
+    ),
+    "no_progress_warn": (
+        "[DANGER] 你已连续 {n} 轮用相同参数调用 {name}，没有进展"
+        "。停止重复：换方法，或 ask_user。"
+    ),
+    "no_progress_end": "已停止：连续 {n} 轮用相同参数调用 {name}",
+    "master": "[MASTER] {text}",
+    "stale_key_info": (
+        "[Note] key_info 设于 {n} 个任务之前；若这是新任务，请更新它，或用 "
+        "update_working_checkpoint(key_info=\"\") 清空。"),
+    "user_line": "[USER] {text}",
+    "agent_line": "[Agent] {text}",
+    "answered_directly": "直接回答了用户问题",
+    "empty_reply": "[System] 空回复。请重新生成回复并调用工具。",
+    "empty_limit": "模型连续 {n} 次返回空回复",
+    "incomplete_reply": "[System] 回复被截断。请重新生成并调用工具。",
+    "max_tokens_reply": "[System] 达到 max_tokens 上限。请分多个小步骤完成。",
+    "code_block_only": (
+        "[System] 上一轮回复主要是一大段代码且未调用工具。若需执行或写入文件，请调用 code_run / "
+        "file_write / file_patch；若只是展示，请补充说明。"),
+    "code_missing": "[Error] 缺少代码：请传 'script' 参数，或在回复中放 ```{type} 代码块。",
+    "content_missing": (
+        "[Error] 缺少内容：请传 'content'，或在回复中放 <file_con"
+        "tent>...</file_content>。"
+    ),
+    "long_prompt": "{head}\n\n[完整请求（{n} 字符）已保存在 {path}，请先用 file_read 读取再行动。]",
+    "ask_user_waiting": "等待你的回答 ...",
+}
+
+TABLES = {"en": EN, "zh": ZH}
+
+# Chinese tool texts; English lives in each tool's docstring.
+TOOL_TEXT_ZH: dict[str, dict] = {
+    "code_run": {
+        "description": (
+            "执行代码（python 以临时文件运行，bash 运行命令）。不要在"
+            "代码中放大量数据，需要时读写文件。"
+        ),
+        "params": {"script": "要运行的代码；省略时运行回复中最后一个对应语言的代码块",
+                   "type": "python、bash 或 powershell", "timeout": "超时秒数（最多 600）",
+                   "cwd": "运行目录，相对于工作目录",
+                   "inline_eval": "在进程内执行 python（可访问 handler 与 agent）"}},
+    "file_read": {
+        "description": (
+            "读取文本文件，带行号。有 keyword 时返回其首次出现（忽略"
+            "大小写）附近的内容。"
+        ),
+        "params": {"path": "文件路径", "start": "起始行（从 1 开始）", "count": "读取行数",
+                   "keyword": "要定位的关键词", "show_linenos": "是否显示行号"}},
+    "file_write": {
+        "description": (
+            "整体写文件（精细修改用 file_patch）。内容放 content 参数"
+            "，或回复中的 <file_content> 块。"
+        ),
+        "params": {"path": "文件路径", "content": "要写入的内容；可含 {{file:路径:起:止}} 引用",
+                   "mode": "overwrite、append 或 prepend"}},
+    "file_patch": {
+        "description": "把文件中唯一的一段 old_content 替换为 new_content。",
+        "params": {"path": "文件路径", "old_content": "要替换的原文（须唯一匹配）",
+                   "new_content": "新文本"}},
+    "update_working_checkpoint": {
+        "description": (
+            "更新工作记忆：任务的关键信息与相关 SOP，之后每轮都会带上"
+            "。只在有新的关键事实时调用。"
+        ),
+        "params": {"key_info": "后续需要记住的要点（空字符串清空）",
+                   "related_sop": "相关 SOP 文件路径"}},
+    "ask_user": {
+        "description": "向用户提问并等待回答（结束本轮运行）。",
+        "params": {"question": "问题", "candidates": "可选的候选答案"}},
+    "start_long_term_update": {
+        "description": "任务完成后，把经过验证、长期有效的事实提炼进长期记忆。",
+        "params": {}},
+}
+
+
+def lang_from_env() -> str:
+    """``GA_LANG`` if it is ``en`` or ``zh``, else from the locale."""
+    lang = os.environ.get("GA_LANG", "").lower()
+    if lang in TABLES:
+        return lang
+    loc = os.environ.get("LC_ALL") or os.environ.get("LANG") or (locale.getlocale()[0] or "")
+    return "zh" if loc.lower().startswith("zh") else "en"
+
+
+class Texts:
+    """Text lookup for one language, with user overrides from config."""
+
+    def __init__(self, lang: str = "en", overrides: dict[str, str] | None = None):
+        self.lang = lang if lang in TABLES else "en"
+        self.table = {**TABLES[self.lang], **(overrides or {})}
+
+    def __call__(self, key: str, **kw: object) -> str:
+        return self.table[key].format(**kw) if kw else self.table[key]
