@@ -128,7 +128,8 @@ class GenericAgentHandler(BaseHandler):
     # ---- tools -------------------------------------------------------------------------
     @tool(aliases={"code": "script"})
     def do_code_run(self, script: str = "",
-                    type: Literal["python", "bash", "powershell"] = "python", timeout: int = 60, cwd: str = "", inline_eval: bool = False, *,
+                    type: Literal["python", "bash", "powershell"] = "python",
+                    timeout: int = 60, cwd: str = "", inline_eval: bool = False, *,
                     response: Any = None, _index: int = 0, _tool_num: int = 1):
         """Run code: python as a temp file, bash as a shell command. Keep bulk data out of
         the code; read and write files for it.
