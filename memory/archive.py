@@ -1,0 +1,134 @@
+"""L4: finished sessions compressed into ``L4_raw_sessions/``, one file each, plus an index.
+
+The archive keeps what a later task needs to find and reuse a past session: the user
+prompts, the model's summaries and final answers. Tool output is squeezed to a short
+preview, thinking is dropped, and secret-looking strings are redacted.
+
+``index.txt`` holds one line per session, oldest first: ``DATE ID first prompt words``,
+so ``grep -ri WORD L4_raw_sessions/`` finds both the index line and the session file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from tools.files import atomic_write
+
+from .lint import redact_secrets
+from .locking import file_lock
+
+L4_MAX_SESSIONS = 500  # retention: older archived sessions are pruned
+INDEX_NAME = "index.txt"
+INDEX_LOCK = ".L4_index.lock"  # kept beside the L4 folder, out of grep results
+INDEX_PROMPT_WORDS = 12
+TOOL_OUTPUT_CHARS = 240
+TOOL_ARGS_CHARS = 160
+ASSISTANT_CHARS = 1200
+USER_CHARS = 4000
+FINAL_CHARS = 4000
+SESSION_ID_CHARS = 80
+
+_THINKING_RE = re.compile(r"<thinking>.*?</thinking>", re.S | re.I)
+
+
+def squeeze(value: Any, limit: int) -> str:
+    """One line of at most ``limit`` chars (plus a marker saying how much was cut)."""
+    if not isinstance(value, str):
+        value = json.dumps(value, ensure_ascii=False, default=str)
+    flat = " ".join(value.split())
+    if len(flat) <= limit:
+        return flat
+    return f"{flat[:limit]}... [+{len(flat) - limit} chars]"
+
+
+def _clip(text: Any, limit: int) -> str:
+    s = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False, default=str)
+    s = s.strip()
+    return s if len(s) <= limit else f"{s[:limit]}\n... [+{len(s) - limit} chars]"
+
+
+def safe_id(session_id: str) -> str:
+    return re.sub(r"[^\w.-]", "_", str(session_id))[:SESSION_ID_CHARS] or "session"
+
+
+def _tool_call_line(call: Any) -> str:
+    if isinstance(call, dict):
+        name = call.get("name") or (call.get("function") or {}).get("name", "?")
+        args = call.get("args", call.get("arguments", (call.get("function") or {}).get(
+            "arguments", "")))
+    else:
+        fn = getattr(call, "function", call)
+        name, args = getattr(fn, "name", "?"), getattr(fn, "arguments", "")
+    return f"- call {name}({squeeze(args, TOOL_ARGS_CHARS)})"
+
+
+def _render_event(ev: dict) -> list[str]:
+    kind = ev.get("type")
+    if kind == "user":
+        return ["", "## User", _clip(ev.get("text", ""), USER_CHARS)]
+    if kind == "assistant":
+        body = _THINKING_RE.sub("", str(ev.get("text") or "")).strip()
+        lines = ["", "## Assistant", _clip(body, ASSISTANT_CHARS)] if body else []
+        calls = ev.get("tool_calls") or []
+        return lines + [_tool_call_line(c) for c in calls if c is not None]
+    if kind == "tool_call":
+        return [_tool_call_line(ev)]
+    if kind == "tool_result":
+        data = ev.get("data", ev.get("content", ""))
+        return [f"- result {ev.get('name', '?')}: {squeeze(data, TOOL_OUTPUT_CHARS)}"]
+    if kind == "summary":
+        return [f"- summary: {squeeze(ev.get('text', ''), ASSISTANT_CHARS)}"]
+    if kind == "task_end":
+        text = ev.get("text") or ev.get("data") or ""
+        return ["", f"## Final ({ev.get('result', '?')})", _clip(text, FINAL_CHARS)]
+    return []
+
+
+def first_prompt(events: list[dict]) -> str:
+    for ev in events:
+        if isinstance(ev, dict) and ev.get("type") == "user" and ev.get("text"):
+            return str(ev["text"])
+    return ""
+
+
+def render_session(session_id: str, events: list[dict], day: date) -> str:
+    lines = [f"# Session {session_id} ({day.isoformat()})"]
+    for ev in events:
+        if isinstance(ev, dict):
+            lines.extend(_render_event(ev))
+    return redact_secrets("\n".join(lines).strip() + "\n")
+
+
+def _read_index(path: Path) -> list[str]:
+    try:
+        return [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except OSError:
+        return []
+
+
+def _index_id(line: str) -> str:
+    parts = line.split(maxsplit=2)
+    return parts[1] if len(parts) > 1 else ""
+
+
+def archive_session(l4_dir: Path, session_id: str, events: list[dict], *,
+                    keep: int = L4_MAX_SESSIONS, today: date | None = None) -> Path:
+    """Write ``<l4_dir>/<id>.md``, update the index, prune beyond ``keep`` sessions."""
+    day = today or date.today()
+    sid = safe_id(session_id)
+    path = l4_dir / f"{sid}.md"
+    atomic_write(path, render_session(sid, events, day))
+    words = " ".join(redact_secrets(first_prompt(events)).split()[:INDEX_PROMPT_WORDS])
+    index_path = l4_dir / INDEX_NAME
+    with file_lock(l4_dir.parent / INDEX_LOCK):
+        lines = [ln for ln in _read_index(index_path) if _index_id(ln) != sid]
+        lines.append(f"{day.isoformat()} {sid} {words}".rstrip())
+        excess = max(0, len(lines) - max(1, keep))
+        for old in lines[:excess]:
+            (l4_dir / f"{safe_id(_index_id(old))}.md").unlink(missing_ok=True)
+        atomic_write(index_path, "\n".join(lines[excess:]) + "\n")
+    return path

@@ -1,0 +1,151 @@
+"""L4 archive, concurrent access stats, and the ``ga memory`` subcommands."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from memory.archive import INDEX_NAME, TOOL_OUTPUT_CHARS
+from memory.cli import memory_command
+from memory.store import MemoryStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _events(prompt: str, answer: str = "The port is 8080.") -> list[dict]:
+    return [
+        {"type": "task_start"},
+        {"type": "user", "text": prompt},
+        {"type": "assistant", "text": "<thinking>secret plan</thinking><summary>look</summary>",
+         "thinking": "hidden reasoning", "tool_calls": [{"name": "file_read",
+                                                         "args": {"path": "app.cfg"}}]},
+        {"type": "tool_result", "name": "file_read", "data": "x" * 5000},
+        {"type": "summary", "text": "read the config"},
+        {"type": "weird", "payload": 1},
+        {"type": "assistant"},
+        {"type": "task_end", "result": "CURRENT_TASK_DONE", "text": answer},
+    ]
+
+
+def _grep(folder: Path, word: str) -> list[str]:
+    hits = []
+    for path in sorted(folder.iterdir()):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if word.lower() in line.lower():
+                hits.append(f"{path.name}:{line}")
+    return hits
+
+
+@pytest.fixture
+def store(home) -> MemoryStore:
+    s = MemoryStore(home)
+    s.seed()
+    return s
+
+
+def test_archived_session_is_found_by_grep(store):
+    path = store.archive_session("20250101-abc", _events("Find the nginx listening port"),
+                                 today=date(2025, 1, 1))
+    assert path.parent == store.l4_dir and path.name == "20250101-abc.md"
+    hits = _grep(store.l4_dir, "nginx")
+    assert f"{INDEX_NAME}:2025-01-01 20250101-abc Find the nginx listening port" in hits
+    assert any(h.startswith("20250101-abc.md:") for h in hits)
+    text = path.read_text(encoding="utf-8")
+    assert "The port is 8080." in text and "read the config" in text
+    assert "file_read" in text and "app.cfg" in text
+
+
+def test_archive_squeezes_tool_output_and_drops_thinking(store):
+    text = store.archive_session("s1", _events("check")).read_text(encoding="utf-8")
+    assert "x" * TOOL_OUTPUT_CHARS in text and "x" * (TOOL_OUTPUT_CHARS + 1) not in text
+    assert "[+4760 chars]" in text
+    assert "secret plan" not in text and "hidden reasoning" not in text
+
+
+def test_archive_redacts_secrets(store):
+    key = "sk-" + "Q" * 30
+    text = store.archive_session("s1", _events(f"use key {key} please")).read_text("utf-8")
+    assert key not in text and key not in (store.l4_dir / INDEX_NAME).read_text("utf-8")
+    assert store.lint() == []
+
+
+def test_one_file_per_session(store):
+    store.archive_session("s1", _events("first try"))
+    store.archive_session("s1", _events("first try", answer="second answer"))
+    assert sorted(p.name for p in store.l4_dir.iterdir()) == [INDEX_NAME, "s1.md"]
+    index = (store.l4_dir / INDEX_NAME).read_text(encoding="utf-8").splitlines()
+    assert len(index) == 1
+    assert "second answer" in (store.l4_dir / "s1.md").read_text(encoding="utf-8")
+
+
+def test_archive_prunes_oldest_beyond_retention(home):
+    store = MemoryStore(home, l4_keep=3)
+    for i in range(5):
+        store.archive_session(f"s{i}", _events(f"task number {i}"))
+    files = sorted(p.name for p in store.l4_dir.glob("*.md"))
+    assert files == ["s2.md", "s3.md", "s4.md"]
+    index = (store.l4_dir / INDEX_NAME).read_text(encoding="utf-8").splitlines()
+    assert [ln.split()[1] for ln in index] == ["s2", "s3", "s4"]
+
+
+def test_archive_sanitises_session_id(store):
+    path = store.archive_session("../../evil id", _events("x"))
+    assert path.parent == store.l4_dir
+
+
+_BUMP = """
+import sys
+from pathlib import Path
+from memory.store import MemoryStore
+store = MemoryStore(Path(sys.argv[1]))
+for _ in range(int(sys.argv[2])):
+    store.record_access(store.dir / "plan_sop.md")
+"""
+
+
+def test_concurrent_processes_never_corrupt_stats(store):
+    procs, per_proc = 4, 30
+    running = [subprocess.Popen([sys.executable, "-c", _BUMP, str(store.home), str(per_proc)],
+                                cwd=ROOT) for _ in range(procs)]
+    assert [p.wait(timeout=120) for p in running] == [0] * procs
+    stats = json.loads(store.stats_path.read_text(encoding="utf-8"))
+    assert stats["plan_sop.md"]["count"] == procs * per_proc
+
+
+# ---- ga memory show / sops / path ------------------------------------------------------
+def test_cli_show_prints_insight(home):
+    out = io.StringIO()
+    assert memory_command([], home, out=out) == 0
+    assert "[RULES]" in out.getvalue() and "global_mem_insight.txt" in out.getvalue()
+
+
+def test_cli_sops_lists_counts(store):
+    store.record_access(store.dir / "plan_sop.md", today=date(2025, 2, 3))
+    store.record_access(store.dir / "plan_sop.md", today=date(2025, 2, 3))
+    out = io.StringIO()
+    assert memory_command(["sops"], store.home, out=out) == 0
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("plan_sop.md"))
+    assert line.split()[1:] == ["2", "2025-02-03"]
+    assert "subagent_sop.md" in out.getvalue()
+
+
+def test_cli_path_and_usage(home, capsys):
+    out = io.StringIO()
+    assert memory_command(["path"], home, out=out) == 0
+    assert out.getvalue().strip() == str(home / "memory")
+    assert memory_command(["bogus"], home, out=io.StringIO()) == 2
+    assert "usage: ga memory" in capsys.readouterr().err
+
+
+def test_cli_with_rich_console(home):
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=200)
+    assert memory_command(["show"], home, out=console) == 0
+    assert "[RULES]" in console.file.getvalue()
