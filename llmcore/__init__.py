@@ -6,11 +6,15 @@ Provider classes are imported lazily by dotted path so ``ga --help`` stays fast.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 from .base import Client, ConfigError, LLMError, LLMResponse, ThinkingChunk, ToolCall, Usage
 
 PROVIDERS: dict[str, str] = {
     "scripted": "llmcore.scripted:ScriptedClient",
+    "openai": "llmcore.openai_chat:OpenAIChat",
+    "openai-responses": "llmcore.openai_responses:OpenAIResponses",
+    "anthropic": "llmcore.anthropic_messages:AnthropicMessages",
 }
 
 __all__ = [
@@ -33,8 +37,21 @@ def load_class(kind: str) -> type:
 
 
 def make_client(model: str | None = None, *, config_path: str | None = None,
-                home: str | None = None) -> Client:
-    """Build the client for ``-m MODEL`` (a profile name or ``provider:model``)."""
-    if model and model.startswith("scripted:"):
-        return load_class("scripted")(model.split(":", 1)[1])
-    raise ConfigError(config_path, "model", f"unknown model {model!r}; try scripted:PATH")
+                home: str | Path | None = None) -> Client:
+    """Build the client for ``-m MODEL``: a profile name, ``provider:model`` or ``scripted:PATH``.
+
+    No model: the config's ``default``, else ``$GA_MODEL``. Config file: ``config_path``,
+    else ``$GA_CONFIG``, else ``<home>/config.yaml``.
+    """
+    from .config import config_file, home_dir, load_config, select
+    from .session import LLMSession
+
+    path = config_file(config_path, home)
+    explicit = bool(config_path)
+    cfg = load_config(path, required=explicit)
+    profile = select(cfg, model)
+    if profile.provider == "scripted" and not profile.mixin:
+        client = load_class("scripted")(profile.script, name=profile.name)
+        client.config = cfg
+        return client
+    return LLMSession(cfg, profile, home_dir(home))

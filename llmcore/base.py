@@ -72,6 +72,8 @@ class LLMResponse:
     # "end_turn" | "tool_use" | "max_tokens" | "refusal" | "error" | provider-specific
     stop_reason: str = "end_turn"
     usage: Usage = field(default_factory=Usage)
+    # provider-made canonical thinking blocks (e.g. with Anthropic signatures) kept in history
+    thinking_blocks: list[dict] = field(default_factory=list)
 
 
 ChatStream = Generator["str", None, LLMResponse]

@@ -65,6 +65,20 @@ class ScriptedClient:
         self.system: str | None = None
         self.history: list[dict] = []
         self._abort = threading.Event()
+        self.total_usage = Usage()
+        self.on_event = None
+
+    def profiles(self) -> list[str]:
+        return [self.name]
+
+    def switch(self, name: str) -> None:
+        if name != self.name:
+            raise ConfigError(None, "model", f"unknown profile {name!r}; known: {self.name}")
+
+    def set_option(self, key: str, value: str) -> None:
+        from .config import coerce
+
+        coerce(None, "", key, value)
 
     def abort(self) -> None:
         self._abort.set()
@@ -102,5 +116,6 @@ class ScriptedClient:
         if resp.tool_calls and "stop_reason" not in step:
             resp.stop_reason = "tool_use"
         resp.usage = Usage(**step.get("usage", {}))
+        self.total_usage.add(resp.usage)
         self.history.append(response_to_blocks(resp))
         return resp

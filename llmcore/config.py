@@ -1,0 +1,234 @@
+"""Model profiles: the YAML config file, ``provider:model`` specs and env-only setups.
+
+A profile is one ``Profile`` dataclass; every field is a config key. Unknown keys, bad
+values and missing keys are ``ConfigError(path, field, message)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .base import ConfigError
+
+KINDS = ("anthropic", "openai", "openai-responses", "scripted")
+TOOL_MODES = ("native", "text")
+THINKING_MODES = ("adaptive", "enabled", "disabled")
+EFFORTS = ("minimal", "low", "medium", "high", "xhigh", "max")
+DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
+                   "openai-responses": "OPENAI_API_KEY"}
+DEFAULT_BASE_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL",
+                    "openai-responses": "OPENAI_BASE_URL"}
+
+
+@dataclass
+class Profile:
+    """One model profile (SPEC §6). ``name`` is the profile's key in ``models:``."""
+
+    name: str = ""
+    provider: str = "openai"
+    model: str = ""
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    api_key_env: str | None = None
+    tool_mode: str = "native"
+    context_win: int = 60000
+    max_tokens: int = 8192
+    temperature: float | None = None
+    max_retries: int = 5
+    timeout: float = 30.0
+    read_timeout: float = 120.0
+    thinking: str | None = None
+    thinking_budget: int = 4096
+    reasoning_effort: str | None = None
+    proxy: str | None = None
+    extra_sys_prompt: str | None = None
+    retry_after_cap: float = 60.0
+    backoff_base: float = 1.0
+    backoff_max: float = 30.0
+    trim_keep_prefix: int = 0
+    mixin: list[str] | None = None
+    spring_back: float = 300.0
+    max_turn_attempts: int = 12
+    script: str | None = None
+
+
+FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Profile)}
+INT_FIELDS = {"context_win", "max_tokens", "max_retries", "thinking_budget", "trim_keep_prefix",
+              "max_turn_attempts"}
+FLOAT_FIELDS = {"temperature", "timeout", "read_timeout", "retry_after_cap", "backoff_base",
+                "backoff_max", "spring_back"}
+CHOICES = {"provider": KINDS, "tool_mode": TOOL_MODES, "thinking": THINKING_MODES,
+           "reasoning_effort": EFFORTS}
+
+
+def coerce(path: str | None, name: str, key: str, value: Any) -> Any:
+    """Check and convert one profile value (a YAML value or a ``/session.KEY=VALUE`` string)."""
+    where = f"models.{name}.{key}" if name else key
+    if key not in FIELD_TYPES or key == "name":
+        allowed = ", ".join(k for k in FIELD_TYPES if k != "name")
+        raise ConfigError(path, where, f"unknown field; allowed: {allowed}")
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
+        return None if key not in INT_FIELDS | {"provider", "model"} else _bad(path, where, value)
+    if key in INT_FIELDS | FLOAT_FIELDS:
+        return _number(path, where, key, value)
+    if key == "mixin":
+        return _mixin(path, where, value)
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise ConfigError(path, where, f"expected a string, got {type(value).__name__}")
+    value = str(value)
+    if key in CHOICES and value not in CHOICES[key]:
+        raise ConfigError(path, where, f"{value!r} is not one of {', '.join(CHOICES[key])}")
+    return value
+
+
+def _bad(path: str | None, where: str, value: Any) -> Any:
+    raise ConfigError(path, where, f"a value is required, got {value!r}")
+
+
+def _number(path: str | None, where: str, key: str, value: Any) -> int | float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        num = int(value) if key in INT_FIELDS else float(value)
+    except (TypeError, ValueError):
+        kind = "an integer" if key in INT_FIELDS else "a number"
+        raise ConfigError(path, where, f"expected {kind}, got {value!r}") from None
+    if num < 0:
+        raise ConfigError(path, where, f"must not be negative, got {value!r}")
+    return num
+
+
+def _mixin(path: str | None, where: str, value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ConfigError(path, where, "expected a non-empty list of profile names")
+    return list(value)
+
+
+@dataclass
+class Config:
+    path: str | None = None
+    default: str | None = None
+    profiles: dict[str, Profile] = field(default_factory=dict)
+
+    def profile(self, name: str) -> Profile:
+        if name not in self.profiles:
+            known = ", ".join(self.profiles) or "none"
+            raise ConfigError(self.path, "model", f"unknown profile {name!r}; known: {known}")
+        return self.profiles[name]
+
+
+def config_file(config_path: str | None, home: str | Path | None) -> Path:
+    if config_path:
+        return Path(config_path).expanduser()
+    if os.environ.get("GA_CONFIG"):
+        return Path(os.environ["GA_CONFIG"]).expanduser()
+    return home_dir(home) / "config.yaml"
+
+
+def home_dir(home: str | Path | None) -> Path:
+    if home:
+        return Path(home).expanduser()
+    return Path(os.environ.get("GA_HOME") or "~/.genericagent").expanduser()
+
+
+def load_config(path: Path, *, required: bool) -> Config:
+    """Read and validate the YAML config; a missing file is an empty config unless required."""
+    import yaml
+
+    spath = str(path)
+    if not path.exists():
+        if required:
+            raise ConfigError(spath, None, "config file not found")
+        return Config(path=None)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(spath, None, f"cannot read config: {e}") from None
+    except yaml.YAMLError as e:
+        first = str(e).splitlines()[0] if str(e) else "syntax error"
+        raise ConfigError(spath, None, f"invalid YAML: {first}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(spath, None, "the config must be a mapping with 'models:'")
+    unknown = set(data) - {"default", "models"}
+    if unknown:
+        raise ConfigError(spath, sorted(unknown)[0],
+                          "unknown top-level key; allowed: default, models")
+    models = data.get("models") or {}
+    if not isinstance(models, dict):
+        raise ConfigError(spath, "models", "expected a mapping of profile name -> settings")
+    cfg = Config(path=spath, default=data.get("default"))
+    for name, raw in models.items():
+        cfg.profiles[str(name)] = parse_profile(spath, str(name), raw)
+    _check_refs(cfg)
+    return cfg
+
+
+def parse_profile(path: str | None, name: str, raw: Any) -> Profile:
+    if not isinstance(raw, dict):
+        raise ConfigError(path, f"models.{name}", "expected a mapping of settings")
+    values = {k: coerce(path, name, str(k), v) for k, v in raw.items()}
+    prof = Profile(name=name, **values)
+    if not prof.mixin and not prof.model and prof.provider != "scripted":
+        raise ConfigError(path, f"models.{name}.model", "missing: the model id to use")
+    if prof.provider == "scripted" and not prof.mixin and not prof.script:
+        raise ConfigError(path, f"models.{name}.script", "missing: path of the script file")
+    return prof
+
+
+def _check_refs(cfg: Config) -> None:
+    for prof in cfg.profiles.values():
+        for member in prof.mixin or []:
+            target = cfg.profiles.get(member)
+            if target is None or target.mixin:
+                raise ConfigError(cfg.path, f"models.{prof.name}.mixin",
+                                  f"{member!r} is not a plain profile in models")
+    if cfg.default is not None and cfg.default not in cfg.profiles and ":" not in cfg.default:
+        raise ConfigError(cfg.path, "default", f"{cfg.default!r} is not a profile in models")
+
+
+def spec_profile(spec: str, path: str | None = None) -> Profile:
+    """A profile for ``provider:model`` (base URL from the SDK's standard env var)."""
+    kind, _, model = spec.partition(":")
+    if kind not in KINDS or not model:
+        raise ConfigError(path, "model", f"{spec!r} is not a profile name or provider:model "
+                          f"(providers: {', '.join(KINDS)})")
+    if kind == "scripted":
+        return Profile(name=spec, provider=kind, model="scripted", script=model)
+    base = os.environ.get(DEFAULT_BASE_ENV[kind]) or None
+    return Profile(name=spec, provider=kind, model=model, base_url=base)
+
+
+def resolve_key(prof: Profile, path: str | None) -> str | None:
+    """The profile's API key: ``api_key``, else ``$api_key_env``, else the SDK's variable."""
+    if prof.provider == "scripted" or prof.mixin:
+        return None
+    if prof.api_key:
+        return prof.api_key
+    if prof.api_key_env:
+        key = os.environ.get(prof.api_key_env)
+        if not key:
+            raise ConfigError(path, f"models.{prof.name}.api_key_env",
+                              f"environment variable {prof.api_key_env} is not set")
+        return key
+    key = os.environ.get(DEFAULT_KEY_ENV[prof.provider])
+    if not key and not prof.base_url:
+        raise ConfigError(path, f"models.{prof.name}",
+                          f"no API key: set api_key_env or {DEFAULT_KEY_ENV[prof.provider]}")
+    return key or None
+
+
+def select(cfg: Config, model: str | None) -> Profile:
+    """The profile named by ``-m``, else config ``default``, else ``$GA_MODEL``."""
+    spec = model or cfg.default or os.environ.get("GA_MODEL")
+    if not spec:
+        raise ConfigError(cfg.path, "model", "no model chosen: pass -m PROFILE or provider:model, "
+                          "set 'default' in the config, or set GA_MODEL")
+    if spec in cfg.profiles:
+        return cfg.profiles[spec]
+    return spec_profile(spec, cfg.path)

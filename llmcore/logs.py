@@ -1,0 +1,78 @@
+"""A readable per-session log of prompts and responses, with API keys redacted."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Iterable
+
+from .base import LLMResponse
+
+MASK = "***"
+MIN_SECRET_LEN = 6
+# key shapes redacted even when we do not know the key (e.g. echoed by a server)
+_KEY_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{12,}|sk-ant-[A-Za-z0-9_\-]{8,})")
+
+
+def redact(text: str, secrets: Iterable[str | None]) -> str:
+    for secret in secrets:
+        if secret and len(secret) >= MIN_SECRET_LEN:
+            text = text.replace(secret, MASK)
+    return _KEY_RE.sub(MASK, text)
+
+
+def _block_text(b: dict) -> str:
+    if b["type"] == "text":
+        return b["text"]
+    if b["type"] == "thinking":
+        return f"[thinking] {b.get('thinking', '')}"
+    if b["type"] == "tool_use":
+        return f"[tool_use {b['id']}] {b['name']} {json.dumps(b.get('input'), ensure_ascii=False)}"
+    content = b.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return f"[tool_result {b.get('tool_use_id')}] {text}"
+
+
+class SessionLog:
+    """Appends to ``<home>/logs/llm-<time>-<pid>.log``; the file opens on first write."""
+
+    def __init__(self, log_dir: Path, secrets: list[str | None]):
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.path = log_dir / f"llm-{stamp}-{os.getpid()}.log"
+        self.secrets = secrets
+        self._system_logged: str | None = None
+
+    def _write(self, text: str) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(redact(text, self.secrets))
+        except OSError:
+            return  # a log that cannot be written must never stop the agent
+
+    def request(self, label: str, system: str | None, new: list[dict]) -> None:
+        parts = [f"\n===== {time.strftime('%H:%M:%S')} request → {label} =====\n"]
+        if system and system != self._system_logged:
+            self._system_logged = system
+            parts.append(f"[system]\n{system}\n")
+        for m in new:
+            body = "\n".join(_block_text(b) for b in m["content"])
+            parts.append(f"[{m['role']}]\n{body}\n")
+        self._write("".join(parts))
+
+    def response(self, resp: LLMResponse) -> None:
+        parts = ["----- response -----\n"]
+        if resp.thinking:
+            parts.append(f"[thinking]\n{resp.thinking}\n")
+        parts.append(f"{resp.content}\n")
+        for tc in resp.tool_calls:
+            parts.append(f"[tool_call {tc.id}] {tc.function.name} {tc.function.arguments}\n")
+        u = resp.usage
+        parts.append(f"[stop={resp.stop_reason} in={u.input} cached={u.cached} out={u.output}]\n")
+        self._write("".join(parts))
+
+    def note(self, text: str) -> None:
+        self._write(f"[{time.strftime('%H:%M:%S')}] {text}\n")

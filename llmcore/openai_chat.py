@@ -1,0 +1,155 @@
+"""OpenAI Chat Completions (and every compatible endpoint) through the official SDK."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any, Iterator
+
+import httpx2
+import openai
+
+from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
+from .provider import (
+    Request,
+    is_reasoning_model,
+    joined_text,
+    result_text,
+    sdk_options,
+    tool_input_json,
+)
+
+FINISH = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
+          "function_call": "tool_use", "content_filter": "refusal"}
+# vendor temperature rules: (model pattern, rule) — "drop": only the default is accepted,
+# "one": must be exactly 1, "unit": must lie in (0, 1]
+TEMPERATURE_RULES = (
+    (re.compile(r"^(o\d|gpt-5)"), "drop"),
+    (re.compile(r"kimi-k2.*(thinking|\.5)|kimi-k2\.5"), "one"),
+    (re.compile(r"glm|minimax|abab"), "unit"),
+)
+MIN_UNIT_TEMPERATURE = 0.01
+
+
+def adjust_temperature(model: str, temperature: float | None) -> float | None:
+    """The temperature a vendor accepts for ``model`` (None: leave it out)."""
+    if temperature is None:
+        return None
+    name = model.rsplit("/", 1)[-1].lower()
+    for pattern, rule in TEMPERATURE_RULES:
+        if not pattern.search(name):
+            continue
+        if rule == "drop":
+            return None
+        if rule == "one":
+            return 1.0
+        return min(max(temperature, MIN_UNIT_TEMPERATURE), 1.0)
+    return temperature
+
+
+class OpenAIChat:
+    """One streamed Chat Completions call per ``stream``."""
+
+    errors: tuple[type[BaseException], ...] = (openai.APIError, httpx2.TransportError,
+                                               httpx2.StreamError)
+
+    def __init__(self, profile: Any, api_key: str | None):
+        self.client = openai.OpenAI(**sdk_options(profile, api_key, openai))
+        self._current: Any = None
+
+    def cancel(self) -> None:
+        current = self._current
+        if current is not None:
+            current.close()
+
+    def params(self, req: Request) -> dict[str, Any]:
+        prof = req.profile
+        kw: dict[str, Any] = {"model": prof.model, "messages": to_messages(req),
+                              "stream": True, "stream_options": {"include_usage": True}}
+        if req.tools:
+            kw["tools"] = req.tools
+        reasoning = is_reasoning_model(prof.model)
+        tokens_key = "max_completion_tokens" if reasoning or not prof.base_url else "max_tokens"
+        kw[tokens_key] = prof.max_tokens
+        temperature = adjust_temperature(prof.model, prof.temperature)
+        if temperature is not None:
+            kw["temperature"] = temperature
+        if prof.reasoning_effort:
+            kw["reasoning_effort"] = prof.reasoning_effort
+        return kw
+
+    def stream(self, req: Request, resp: LLMResponse) -> Iterator[str]:
+        self._current = self.client.chat.completions.create(**self.params(req))
+        calls: dict[int, dict[str, str]] = {}
+        try:
+            for chunk in self._current:
+                if chunk.usage:
+                    resp.usage = _usage(chunk.usage)
+                for choice in chunk.choices:
+                    yield from _delta(choice.delta, resp, calls, req)
+                    if choice.finish_reason:
+                        resp.stop_reason = FINISH.get(choice.finish_reason, choice.finish_reason)
+        finally:
+            self._current = None
+        resp.tool_calls = [ToolCall.make(c["id"] or f"call_{uuid.uuid4().hex[:12]}",
+                                         c["name"], c["args"]) for _, c in sorted(calls.items())]
+        if resp.tool_calls:
+            resp.stop_reason = "tool_use"
+
+
+def _delta(delta: Any, resp: LLMResponse, calls: dict[int, dict[str, str]],
+           req: Request) -> Iterator[str]:
+    reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+    if isinstance(reasoning, str) and reasoning:
+        resp.thinking += reasoning
+        yield ThinkingChunk(reasoning)
+    if delta.content:
+        resp.content += delta.content
+        yield delta.content
+    for tc in delta.tool_calls or []:
+        req.tool_started = True
+        slot = calls.setdefault(tc.index, {"id": "", "name": "", "args": ""})
+        if tc.id:
+            slot["id"] = tc.id
+        if tc.function and tc.function.name:
+            slot["name"] += tc.function.name
+        if tc.function and tc.function.arguments:
+            slot["args"] += tc.function.arguments
+
+
+def _usage(u: Any) -> Usage:
+    details = getattr(u, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", 0) or 0
+    return Usage(input=u.prompt_tokens or 0, cached=cached, output=u.completion_tokens or 0)
+
+
+def to_messages(req: Request) -> list[dict[str, Any]]:
+    """Canonical history → Chat Completions messages."""
+    out: list[dict[str, Any]] = []
+    if req.system:
+        out.append({"role": "system", "content": req.system})
+    send_reasoning = bool(req.profile.base_url)
+    for m in req.messages:
+        if m["role"] == "user":
+            out.extend({"role": "tool", "tool_call_id": b["tool_use_id"],
+                        "content": result_text(b)}
+                       for b in m["content"] if b["type"] == "tool_result")
+            text = joined_text(m["content"])
+            if text:
+                out.append({"role": "user", "content": text})
+            continue
+        out.append(_assistant(m["content"], send_reasoning))
+    return out
+
+
+def _assistant(blocks: list[dict], send_reasoning: bool) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": joined_text(blocks)}
+    calls = [{"id": b["id"], "type": "function",
+              "function": {"name": b["name"], "arguments": tool_input_json(b)}}
+             for b in blocks if b["type"] == "tool_use"]
+    if calls:
+        msg["tool_calls"] = calls
+    thinking = "".join(b.get("thinking", "") for b in blocks if b["type"] == "thinking")
+    if thinking and send_reasoning:
+        msg["reasoning_content"] = thinking
+    return msg

@@ -1,0 +1,138 @@
+"""OpenAI Responses API through the official SDK."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import httpx2
+import openai
+
+from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
+from .openai_chat import adjust_temperature
+from .provider import (
+    Request,
+    is_reasoning_model,
+    joined_text,
+    result_text,
+    sdk_options,
+    tool_input_json,
+)
+from .retry import StreamFailure
+
+INCOMPLETE = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
+THINKING_EVENTS = ("response.reasoning_summary_text.delta", "response.reasoning_text.delta")
+
+
+class OpenAIResponses:
+    """One streamed Responses call per ``stream`` (stateless: full input each time)."""
+
+    errors: tuple[type[BaseException], ...] = (openai.APIError, httpx2.TransportError,
+                                               httpx2.StreamError, StreamFailure)
+
+    def __init__(self, profile: Any, api_key: str | None):
+        self.client = openai.OpenAI(**sdk_options(profile, api_key, openai))
+        self._current: Any = None
+
+    def cancel(self) -> None:
+        current = self._current
+        if current is not None:
+            current.close()
+
+    def params(self, req: Request) -> dict[str, Any]:
+        prof = req.profile
+        kw: dict[str, Any] = {"model": prof.model, "input": to_input(req.messages),
+                              "stream": True, "store": False,
+                              "max_output_tokens": prof.max_tokens}
+        if req.system:
+            kw["instructions"] = req.system
+        if req.tools:
+            kw["tools"] = [{"type": "function", "name": t["function"]["name"],
+                            "description": t["function"].get("description", ""),
+                            "parameters": t["function"].get("parameters") or {"type": "object"}}
+                           for t in req.tools]
+        if prof.reasoning_effort or is_reasoning_model(prof.model):
+            kw["reasoning"] = {"summary": "auto"}
+            if prof.reasoning_effort:
+                kw["reasoning"]["effort"] = prof.reasoning_effort
+        temperature = adjust_temperature(prof.model, prof.temperature)
+        if temperature is not None:
+            kw["temperature"] = temperature
+        return kw
+
+    def stream(self, req: Request, resp: LLMResponse) -> Iterator[str]:
+        self._current = self.client.responses.create(**self.params(req))
+        calls: dict[str, dict[str, str]] = {}
+        done = False
+        try:
+            for ev in self._current:
+                yield from _event(ev, resp, calls, req)
+                done = done or ev.type in ("response.completed", "response.incomplete")
+        finally:
+            self._current = None
+        if not done:
+            raise httpx2.RemoteProtocolError("stream ended before response.completed")
+        resp.tool_calls = [ToolCall.make(c["call_id"], c["name"], c["args"] or "{}")
+                           for c in calls.values()]
+        if resp.tool_calls and resp.stop_reason == "end_turn":
+            resp.stop_reason = "tool_use"
+
+
+def _event(ev: Any, resp: LLMResponse, calls: dict[str, dict[str, str]],
+           req: Request) -> Iterator[str]:
+    kind = ev.type
+    if kind == "response.output_text.delta":
+        resp.content += ev.delta
+        yield ev.delta
+    elif kind in THINKING_EVENTS:
+        resp.thinking += ev.delta
+        yield ThinkingChunk(ev.delta)
+    elif kind in ("response.output_item.added", "response.output_item.done"):
+        item = ev.item
+        if item.type == "function_call":
+            req.tool_started = True
+            slot = calls.setdefault(item.id or item.call_id, {"args": ""})
+            slot.update(call_id=item.call_id, name=item.name)
+            if item.arguments:
+                slot["args"] = item.arguments
+    elif kind == "response.function_call_arguments.delta":
+        calls.setdefault(ev.item_id, {"call_id": ev.item_id, "name": "", "args": ""})
+        calls[ev.item_id]["args"] += ev.delta
+    elif kind in ("response.completed", "response.incomplete"):
+        _finish(ev.response, resp)
+    elif kind == "response.failed":
+        err = ev.response.error
+        raise StreamFailure(getattr(err, "code", None), getattr(err, "message", "response failed"))
+    elif kind == "error":
+        raise StreamFailure(ev.code, ev.message)
+
+
+def _finish(response: Any, resp: LLMResponse) -> None:
+    if response.usage:
+        u = response.usage
+        details = getattr(u, "input_tokens_details", None)
+        resp.usage = Usage(input=u.input_tokens or 0, output=u.output_tokens or 0,
+                           cached=getattr(details, "cached_tokens", 0) or 0)
+    if response.status == "incomplete":
+        reason = getattr(response.incomplete_details, "reason", None)
+        resp.stop_reason = INCOMPLETE.get(reason or "", "incomplete")
+
+
+def to_input(messages: list[dict]) -> list[dict]:
+    """Canonical history → Responses input items."""
+    out: list[dict] = []
+    for m in messages:
+        if m["role"] == "user":
+            out.extend({"type": "function_call_output", "call_id": b["tool_use_id"],
+                        "output": result_text(b)}
+                       for b in m["content"] if b["type"] == "tool_result")
+            text = joined_text(m["content"])
+            if text:
+                out.append({"role": "user", "content": text})
+            continue
+        text = joined_text(m["content"])
+        if text:
+            out.append({"role": "assistant", "content": text})
+        out.extend({"type": "function_call", "call_id": b["id"], "name": b["name"],
+                    "arguments": tool_input_json(b)}
+                   for b in m["content"] if b["type"] == "tool_use")
+    return out

@@ -1,0 +1,265 @@
+"""The provider session: history, repair, trimming, text tool mode, retries, failover, logs.
+
+One ``LLMSession`` serves every provider kind; it delegates one streamed API call to a
+small provider object (``llmcore.openai_chat`` …) and owns everything around it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .base import (
+    ChatStream,
+    ConfigError,
+    LLMError,
+    LLMResponse,
+    Usage,
+    new_messages_to_blocks,
+    response_to_blocks,
+)
+from .config import Config, Profile, coerce, resolve_key
+from .history import CHARS_PER_TOKEN, repair, trim
+from .logs import SessionLog, redact
+from .provider import Request
+from .retry import Aborted, ProviderFailure, TurnBudget, classify, retrying
+from .textmode import ToolPrompt, parse_calls, render_history
+
+log = logging.getLogger("ga.llm")
+FORCED_TRIM_FACTOR = 0.5  # after a context-length error, trim to this share of the budget
+
+
+class LLMSession:
+    """A chat client for one profile (or a ``mixin`` list of profiles, with failover)."""
+
+    def __init__(self, config: Config, profile: Profile, home: Path):
+        self.config = config
+        self.history: list[dict] = []
+        self.system: str | None = None
+        self.total_usage = Usage()
+        self.on_event: Callable[[dict], Any] | None = None
+        self._abort = threading.Event()
+        self._providers: dict[str, Any] = {}
+        self._overrides: dict[str, Any] = {}
+        self._tool_prompt = ToolPrompt()
+        self._failed_at = 0.0
+        self._turn = 0
+        self._set_members(profile)
+        self.log = SessionLog(home / "logs", self._secrets)
+
+    # ----- identity and switching -------------------------------------------------
+    def _set_members(self, profile: Profile) -> None:
+        names = profile.mixin or [profile.name]
+        members = [self.config.profile(n) if profile.mixin else profile for n in names]
+        self.members = [dataclasses.replace(m, **self._overrides) for m in members]
+        self.spring_back = profile.spring_back
+        self.max_turn_attempts = profile.max_turn_attempts
+        self._keys = {m.name: resolve_key(m, self.config.path) for m in self.members}
+        self._secrets = getattr(self, "_secrets", [])
+        self._secrets.extend(k for k in self._keys.values() if k)
+        self.active = 0
+        self._providers.clear()
+
+    @property
+    def profile(self) -> Profile:
+        return self.members[self.active]
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def model(self) -> str:
+        return self.profile.model
+
+    def profiles(self) -> list[str]:
+        names = list(self.config.profiles)
+        return names if self.name in names else [self.name, *names]
+
+    def switch(self, name: str) -> None:
+        """``/model NAME``: another profile (provider, URL, key, model together), same history."""
+        old = self.name
+        if name in self.config.profiles:
+            self._set_members(self.config.profile(name))
+        else:
+            from .config import spec_profile
+
+            self._set_members(spec_profile(name, self.config.path))
+        self._event({"type": "model_switch", "from": old, "to": self.name, "reason": "user"})
+
+    def set_option(self, key: str, value: str) -> None:
+        """``/session.KEY=VALUE``: override a setting of the active profile(s)."""
+        if key in ("provider", "mixin", "api_key", "api_key_env", "base_url", "script"):
+            raise ConfigError(None, key, "cannot be changed at runtime; use /model to switch")
+        self._overrides[key] = coerce(None, "", key, value)
+        self.members = [dataclasses.replace(m, **self._overrides) for m in self.members]
+        self._providers.clear()
+
+    def _move_to(self, index: int, reason: str) -> None:
+        old = self.name
+        self.active = index
+        log.warning("switching model %s -> %s (%s)", old, self.name, redact(reason, self._secrets))
+        self.log.note(f"model switch {old} -> {self.name}: {reason}")
+        self._event({"type": "model_switch", "from": old, "to": self.name, "reason": reason})
+
+    def _event(self, event: dict) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def abort(self) -> None:
+        """Stop the current stream and any retry wait now (thread-safe)."""
+        self._abort.set()
+        provider = self._providers.get(self.name)
+        if provider is not None:
+            provider.cancel()
+
+    def _provider(self) -> Any:
+        prof = self.profile
+        if prof.name not in self._providers:
+            from . import load_class
+
+            self._providers[prof.name] = load_class(prof.provider)(prof, self._keys[prof.name])
+        return self._providers[prof.name]
+
+    # ----- the chat turn ----------------------------------------------------------
+    def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatStream:
+        self._abort.clear()
+        self._turn += 1
+        system, new = new_messages_to_blocks(messages)
+        if system is not None:
+            self.system = system
+        self._maybe_spring_back()
+        self.history.extend(new)
+        if self.profile.tool_mode == "text":
+            self._add_tool_list(tools)
+        self.log.request(f"{self.name} ({self.model})", system, new)
+        budget = TurnBudget(self.max_turn_attempts)
+        tried = {self.active}
+        while True:
+            try:
+                resp = yield from self._chat_profile(tools, budget)
+                break
+            except LLMError as err:
+                nxt = next((i for i in range(len(self.members)) if i not in tried), None)
+                if nxt is None or budget.remaining <= 0 or self._abort.is_set():
+                    raise
+                tried.add(nxt)
+                self._failed_at = time.monotonic()
+                self._move_to(nxt, str(err))
+        self.total_usage.add(resp.usage)
+        self.log.response(resp)
+        self.history.append(self._assistant_blocks(resp))
+        return resp
+
+    def _maybe_spring_back(self) -> None:
+        if self.active and time.monotonic() - self._failed_at >= self.spring_back:
+            self._move_to(0, "spring back after a quiet period")
+
+    def _assistant_blocks(self, resp: LLMResponse) -> dict:
+        msg = response_to_blocks(resp)
+        if resp.thinking_blocks:
+            rest = [b for b in msg["content"] if b["type"] != "thinking"]
+            msg["content"] = [*resp.thinking_blocks, *rest]
+        return msg
+
+    def _label(self) -> str:
+        prof = self.profile
+        return prof.name if ":" in prof.name else f"{prof.name} [{prof.provider}]"
+
+    def _chat_profile(self, tools: list[dict] | None, budget: TurnBudget) -> ChatStream:
+        """One profile with retries; one forced trim on a context-length error."""
+        forced = False
+        while True:
+            try:
+                return (yield from self._with_retries(tools, budget, forced))
+            except Aborted as ab:
+                return ab.partial or LLMResponse(stop_reason="aborted")
+            except ProviderFailure as pf:
+                fail = pf.failure
+                if fail.context_length and not forced:
+                    forced = True
+                    log.warning("%s: context too long; trimming history and retrying", self.name)
+                    continue
+                msg = redact(fail.message, self._secrets)
+                if fail.status in (401, 403):
+                    msg = f"authentication failed (check the API key): {msg}"
+                raise LLMError(self._label(), fail.status, msg) from None
+
+    def _with_retries(self, tools: list[dict] | None, budget: TurnBudget,
+                      forced: bool) -> ChatStream:
+        prof = self.profile
+        policy = retrying(max_retries=prof.max_retries, backoff_base=prof.backoff_base,
+                          backoff_max=prof.backoff_max, retry_after_cap=prof.retry_after_cap,
+                          abort=self._abort, budget=budget, before_sleep=self._on_retry)
+        for attempt in policy:
+            with attempt:
+                if self._abort.is_set():
+                    raise Aborted()
+                budget.take()
+                return (yield from self._attempt(self._request(tools, forced)))
+        raise Aborted()  # unreachable: tenacity re-raises the last error when it stops
+
+    def _on_retry(self, state: Any) -> None:
+        exc = state.outcome.exception()
+        fail = exc.failure if isinstance(exc, ProviderFailure) else None
+        wait = state.next_action.sleep if state.next_action else 0
+        status = fail.status if fail else "error"
+        message = redact(fail.message if fail else str(exc), self._secrets)
+        log.warning("%s: %s: %s; retry %d in %.1fs", self.name, status, message,
+                    state.attempt_number, wait)
+        self._event({"type": "retry", "model": self.name, "status": status,
+                     "message": message, "attempt": state.attempt_number, "wait": wait})
+
+    def _request(self, tools: list[dict] | None, forced: bool) -> Request:
+        prof = self.profile
+        budget = prof.context_win * CHARS_PER_TOKEN
+        if forced:
+            budget = int(budget * FORCED_TRIM_FACTOR)
+        self.history = trim(repair(self.history), budget, prof.trim_keep_prefix)
+        system = self.system
+        if prof.extra_sys_prompt:
+            system = f"{system}\n\n{prof.extra_sys_prompt}" if system else prof.extra_sys_prompt
+        if prof.tool_mode == "text":
+            if self._tool_prompt.last_sent is None:
+                self._add_tool_list(tools)
+            return Request(system, render_history(self.history), None, prof)
+        return Request(system, self.history, tools or None, prof)
+
+    def _add_tool_list(self, tools: list[dict] | None) -> None:
+        last = self.history[-1] if self.history else None
+        if last is None or last["role"] != "user":
+            return
+        text = self._tool_prompt.for_turn(tools)
+        if text:
+            last["content"].append({"type": "text", "text": text})
+
+    def _attempt(self, req: Request) -> ChatStream:
+        provider = self._provider()
+        resp = LLMResponse()
+        emitted = False
+        try:
+            for chunk in provider.stream(req, resp):
+                if self._abort.is_set():
+                    raise Aborted(resp)
+                emitted = True
+                yield chunk
+        except provider.errors as exc:
+            if self._abort.is_set():
+                raise Aborted(resp) from None
+            fail = classify(exc, req.profile.retry_after_cap)
+            if emitted and (fail.in_stream or req.tool_started):
+                log.warning("%s: stream broke after output: %s", self.name, fail.message)
+                resp.tool_calls = []
+                resp.stop_reason = "error"
+                return resp
+            raise ProviderFailure(fail) from None
+        if self._abort.is_set():
+            raise Aborted(resp)
+        if req.profile.tool_mode == "text":
+            resp.tool_calls = parse_calls(resp.content, self._turn)
+            resp.stop_reason = "tool_use" if resp.tool_calls else resp.stop_reason
+        return resp

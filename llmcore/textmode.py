@@ -1,0 +1,117 @@
+"""Text tool mode: tools described in the prompt and parsed back out of the reply.
+
+For models without function calling. The reply carries calls as
+``<tool_use>{"name": ..., "arguments": {...}}</tool_use>`` (or ``<tool_call>``), or as a
+JSON array of such objects. Results go back as ``<tool_result>`` text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .base import ToolCall
+
+RESEND_EVERY = 10  # turns between full tool-list reminders when the list is unchanged
+PROTOCOL = (
+    "You can call tools. To call one, write exactly:\n"
+    '<tool_use>{{"name": "TOOL_NAME", "arguments": {{...}}}}</tool_use>\n'
+    "Several calls may follow one another. Arguments must be valid JSON. "
+    "Results come back in <tool_result> blocks in the next message.\n"
+    "Available tools (JSON schema):\n{tools}"
+)
+REMINDER = "(Tool protocol unchanged: call tools with <tool_use>{...}</tool_use>.)"
+_TAG_RE = re.compile(r"<(tool_use|tool_call)>\s*(.*?)\s*(?:</\1>|\Z)", re.S)
+_ARRAY_RE = re.compile(r"(?:```(?:json)?\s*)?(\[\s*\{.*\}\s*\])\s*(?:```)?", re.S)
+_NAME_RE = re.compile(r'"name"\s*:\s*"([^"]+)"')
+
+
+def tool_list_text(tools: list[dict]) -> str:
+    specs = [{"name": t["function"]["name"], "description": t["function"].get("description", ""),
+              "parameters": t["function"].get("parameters", {})} for t in tools]
+    return PROTOCOL.format(tools=json.dumps(specs, ensure_ascii=False, indent=1))
+
+
+class ToolPrompt:
+    """Decides when the full tool list goes into the next user message."""
+
+    def __init__(self) -> None:
+        self.last_sent: str | None = None
+        self.turns_since = 0
+
+    def for_turn(self, tools: list[dict] | None) -> str | None:
+        if not tools:
+            return None
+        text = tool_list_text(tools)
+        self.turns_since += 1
+        if text != self.last_sent or self.turns_since >= RESEND_EVERY:
+            self.last_sent = text
+            self.turns_since = 0
+            return text
+        return None
+
+
+def parse_calls(reply: str, turn: int) -> list[ToolCall]:
+    """Tool calls found in a reply; an unparsable call keeps its raw (invalid) arguments."""
+    bodies = [m.group(2) for m in _TAG_RE.finditer(reply)]
+    if not bodies:
+        arr = _ARRAY_RE.search(reply)
+        if arr:
+            return _from_array(arr.group(1), turn)
+        return []
+    return [_one(body, f"call_t{turn}_{i}") for i, body in enumerate(bodies)]
+
+
+def _from_array(text: str, turn: int) -> list[ToolCall]:
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError:
+        return [_one(text, f"call_t{turn}_0")]
+    if not all(isinstance(it, dict) and "name" in it for it in items):
+        return []
+    return [_call(it, f"call_t{turn}_{i}") for i, it in enumerate(items)]
+
+
+def _one(body: str, call_id: str) -> ToolCall:
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError:
+        name = _NAME_RE.search(body)
+        return ToolCall.make(call_id, name.group(1) if name else "bad_json", body)
+    if not isinstance(obj, dict) or "name" not in obj:
+        return ToolCall.make(call_id, "bad_json", body)
+    return _call(obj, call_id)
+
+
+def _call(obj: dict, call_id: str) -> ToolCall:
+    args = obj.get("arguments", obj.get("args", obj.get("parameters", {})))
+    if isinstance(args, str):
+        return ToolCall.make(call_id, str(obj["name"]), args)
+    return ToolCall.make(call_id, str(obj["name"]), args if args is not None else {})
+
+
+def render_history(messages: list[dict]) -> list[dict]:
+    """Canonical history as plain text turns: tool calls and results written as tags."""
+    out = []
+    for m in messages:
+        blocks = []
+        has_text_calls = any(b["type"] == "text" and _TAG_RE.search(b["text"])
+                             for b in m["content"])
+        for b in m["content"]:
+            blocks.extend(_render_block(b, has_text_calls))
+        out.append({"role": m["role"], "content": blocks or [{"type": "text", "text": "…"}]})
+    return out
+
+
+def _render_block(b: dict, has_text_calls: bool) -> list[dict]:
+    if b["type"] == "tool_use":
+        if has_text_calls:
+            return []
+        call = {"name": b["name"], "arguments": b.get("input", {})}
+        return [{"type": "text", "text": f"<tool_use>{json.dumps(call, ensure_ascii=False)}"
+                                         "</tool_use>"}]
+    if b["type"] == "tool_result":
+        content = b["content"] if isinstance(b["content"], str) else json.dumps(b["content"])
+        return [{"type": "text",
+                 "text": f'<tool_result id="{b["tool_use_id"]}">\n{content}\n</tool_result>'}]
+    return [b]
