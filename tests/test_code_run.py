@@ -232,3 +232,12 @@ def test_last_code_block_ignores_inline_fences():
 def test_sys_executable_used():
     _, result = run(code_run("import sys; print(sys.executable)"))
     assert Path(result["stdout"].strip()).resolve() == Path(sys.executable).resolve()
+
+
+def test_background_child_holding_the_pipe_does_not_block(tmp_path):
+    pidfile = tmp_path / "bg.pid"
+    code = f"sleep 60 & echo $! > {pidfile}; echo main done"
+    _, result = run(code_run(code, type="bash", timeout=20))
+    os.kill(_read_pid(pidfile), 9)
+    assert result["status"] == "success"
+    assert "main done" in result["stdout"]

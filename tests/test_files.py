@@ -254,3 +254,13 @@ def test_patch_keeps_undecodable_bytes(tmp_path):
     path.write_bytes(b"caf\xe9\nold\n")
     file_patch(path, "old", "new")
     assert path.read_bytes() == b"caf\xe9\nnew\n"
+
+
+def test_read_start_past_end(numbered):
+    with pytest.raises(ToolError, match="past the end"):
+        file_read(numbered, start=900)
+
+
+def test_write_to_directory_rejected(tmp_path):
+    with pytest.raises(ToolError, match="directory"):
+        file_write(tmp_path, "x")

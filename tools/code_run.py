@@ -74,7 +74,10 @@ def code_run(
     max_output: int = MAX_OUTPUT_CHARS,
     max_live: int = MAX_LIVE_CHARS,
 ) -> Generator[str, None, dict]:
-    """Run ``code``; yield its output live; return status, exit code and truncated stdout."""
+    """Run ``code``; yield its output live; return status, exit code and truncated stdout.
+
+    ``exit_code`` is None when the run was killed (status ``timeout`` or ``aborted``).
+    """
     kind = _canonical_type(type)
     limit = _coerce_timeout(timeout)
     workdir = _workdir(cwd)
