@@ -88,18 +88,38 @@ def _render_event(ev: dict) -> list[str]:
     return []
 
 
-def first_prompt(events: list[dict]) -> str:
+def normalize(events: list[Any]) -> list[dict]:
+    """Journal events as they are, plus the ``--json`` stream's shapes: ``task_start``
+    {prompt} becomes a user event and runs of ``text`` {delta} one assistant event."""
+    out: list[dict] = []
     for ev in events:
-        if isinstance(ev, dict) and ev.get("type") == "user" and ev.get("text"):
+        if not isinstance(ev, dict):
+            continue
+        kind = ev.get("type")
+        if kind == "task_start" and ev.get("prompt"):
+            out.append({"type": "user", "text": ev["prompt"]})
+        elif kind == "text":
+            if out and out[-1].get("type") == "assistant" and out[-1].get("_stream"):
+                out[-1]["text"] += str(ev.get("delta") or "")
+            else:
+                out.append({"type": "assistant", "text": str(ev.get("delta") or ""),
+                            "_stream": True})
+        else:
+            out.append(ev)
+    return out
+
+
+def first_prompt(events: list[Any]) -> str:
+    for ev in normalize(events):
+        if ev.get("type") == "user" and ev.get("text"):
             return str(ev["text"])
     return ""
 
 
-def render_session(session_id: str, events: list[dict], day: date) -> str:
+def render_session(session_id: str, events: list[Any], day: date) -> str:
     lines = [f"# Session {session_id} ({day.isoformat()})"]
-    for ev in events:
-        if isinstance(ev, dict):
-            lines.extend(_render_event(ev))
+    for ev in normalize(events):
+        lines.extend(_render_event(ev))
     return redact_secrets("\n".join(lines).strip() + "\n")
 
 

@@ -149,3 +149,17 @@ def test_cli_with_rich_console(home):
     console = Console(file=io.StringIO(), width=200)
     assert memory_command(["show"], home, out=console) == 0
     assert "[RULES]" in console.file.getvalue()
+
+
+def test_archive_accepts_json_event_stream(store):
+    events = [{"type": "task_start", "prompt": "Rotate the kafka logs"},
+              {"type": "turn", "turn": 1},
+              {"type": "text", "delta": "<summary>rotate</summary>Done: "},
+              {"type": "text", "delta": "rotated 3 files."},
+              {"type": "tool_call", "name": "code_run", "args": {"script": "ls"}, "id": "c1"},
+              {"type": "tool_result", "name": "code_run", "id": "c1", "data": "a b c"},
+              {"type": "task_end", "result": "CURRENT_TASK_DONE", "text": "rotated", "turns": 1}]
+    text = store.archive_session("j1", events).read_text(encoding="utf-8")
+    assert "## User\nRotate the kafka logs" in text
+    assert "Done: rotated 3 files." in text and "- call code_run" in text
+    assert _grep(store.l4_dir, "kafka")[0].startswith(f"{INDEX_NAME}:")
