@@ -37,8 +37,9 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"(?=[^\s'\"]*\d)[A-Za-z0-9_\-./+=]{16,}")),
 )
 
-_FILE_PTR = re.compile(r"(?<![\w/.-])([\w-]+(?:/[\w.-]+)*\.(?:md|py|txt|json))(?!\w)")
-_SOP_PTR = re.compile(r"(?<![\w/.-])([\w-]*_sop)(?!\w|\.\w)")
+# ASCII word characters only: Chinese text runs into names without spaces ("见plan_sop").
+_FILE_PTR = re.compile(r"(?<![\w/.-])([\w-]+(?:/[\w.-]+)*\.(?:md|py|txt|json))(?!\w)", re.A)
+_SOP_PTR = re.compile(r"(?<![\w/.-])([\w-]*_sop)(?!\w|\.\w)", re.A)
 _ANNOTATION = r"(?:\s*(?:\([^)\n]*\)|（[^）\n]*）))?"
 
 
@@ -85,12 +86,12 @@ def _resolves(mem: Path, token: str) -> bool:
 
 
 def _is_indexed(l1_text: str, stem: str) -> bool:
-    return re.search(rf"(?<![\w-]){re.escape(stem)}(?![\w-])", l1_text) is not None
+    return re.search(rf"(?<![\w-]){re.escape(stem)}(?![\w-])", l1_text, re.A) is not None
 
 
 def _drop_pointer(line: str, token: str) -> str | None:
     """The line without ``token`` (and its annotation); None when nothing is left."""
-    pat = re.compile(rf"(?<![\w/.-]){re.escape(token)}(?!\w){_ANNOTATION}")
+    pat = re.compile(rf"(?<![\w/.-]){re.escape(token)}(?!\w){_ANNOTATION}", re.A)
     out = pat.sub("", line)
     while re.search(r"\|\s*\|", out):
         out = re.sub(r"\|\s*\|", "|", out)

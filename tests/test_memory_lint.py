@@ -150,3 +150,12 @@ def test_cli_lint_fails_when_unfixable_problems_remain(store):
     out = io.StringIO()
     assert memory_command(["lint", "--fix"], store.home, out=out) == 1
     assert "0 fixed, 1 left" in out.getvalue()
+
+
+def test_pointers_inside_chinese_text(store):
+    line = "定时任务见scheduled_task_sop，部署见deploy_sop"
+    text = store.insight().replace("[RULES]", line + "\n[RULES]")
+    store.l1_path.write_text(text, encoding="utf-8")
+    assert _messages(store.lint()) == ["L1 points at 'deploy_sop', which does not exist"]
+    store.lint(fix=True)
+    assert "定时任务见scheduled_task_sop，部署见" in store.insight()
