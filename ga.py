@@ -495,7 +495,7 @@ class GenericAgent:
         self.settings = settings or Settings()
         self.texts = Texts(lang or lang_from_env(), self.settings.texts)
         self.memory = MemoryStore(self.home)
-        self.memory.seed()
+        self.memory.seed(self.texts.lang)
         self.max_turns = max_turns
         self.verbose = verbose
         self.handler_cls = handler_cls or GenericAgentHandler

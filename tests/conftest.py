@@ -55,3 +55,22 @@ def loopback_only(monkeypatch):
         return real_connect(self, address)
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
+
+
+@pytest.fixture
+def run_agent(isolated):
+    """Run one task through a scripted model: returns (agent, client, events)."""
+    from pathlib import Path
+
+    from ga import GenericAgent
+    from llmcore.scripted import ScriptedClient
+
+    def run(script, task="do the task", agent=None, **kw):
+        if agent is None:
+            agent = GenericAgent(ScriptedClient(script), home=isolated, cwd=Path.cwd(), **kw)
+        else:
+            agent.llmclient.steps.extend(script)
+        events = list(agent.run_task(task))
+        return agent, agent.llmclient, events
+
+    return run

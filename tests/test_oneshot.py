@@ -1,0 +1,183 @@
+"""One-shot `ga "TASK"`: output streams, exit codes, --json (SPEC §7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from ga import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def script(tmp_path, steps) -> str:
+    p = tmp_path / "script.yaml"
+    p.write_text(yaml.safe_dump(steps, allow_unicode=True))
+    return f"scripted:{p}"
+
+
+def test_demo_task_writes_runs_and_answers(capsys, tmp_path):
+    code = main(["-m", f"scripted:{ROOT / 'examples' / 'demo.yaml'}", "make hello.py"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert (tmp_path / "work" / "hello.py").read_text() == "print('hello')\n"
+    assert "🛠️ code_run(" in out and "\nhello\n" in out
+    assert "Done: `hello.py` prints `hello`" in out
+
+
+def test_ask_user_exits_3_and_prints_the_question(capsys, tmp_path):
+    model = script(tmp_path, [{"text": "<summary>ask</summary>", "tool_calls": [
+        {"name": "ask_user", "args": {"question": "Which port?", "candidates": ["80", "8080"]}}]}])
+    code = main(["-m", model, "deploy"])
+    out = capsys.readouterr().out
+    assert code == 3
+    assert "Which port?" in out and "1. 80" in out and "2. 8080" in out
+
+
+def test_no_progress_exits_4(capsys, tmp_path):
+    same = {"tool_calls": [{"name": "code_run", "args": {"type": "bash", "script": "true"}}]}
+    code = main(["-m", script(tmp_path, [same] * 7), "loop"])
+    assert code == 4
+    assert "no_progress" in capsys.readouterr().err
+
+
+def test_max_turns_exits_4(capsys, tmp_path):
+    steps = [{"tool_calls": [{"name": "code_run", "args": {"type": "bash",
+                                                           "script": f"echo {i}"}}]}
+             for i in range(5)]
+    assert main(["-m", script(tmp_path, steps), "--max-turns", "2", "go"]) == 4
+    assert "max_turns_exceeded" in capsys.readouterr().err
+
+
+def test_three_empty_replies_fail_with_exit_1(capsys, tmp_path):
+    code = main(["-m", script(tmp_path, [{"text": ""}] * 3), "go"])
+    assert code == 1
+    assert "the model returned 3 empty replies" in capsys.readouterr().err
+
+
+def test_model_failure_exits_1_with_one_line(capsys, tmp_path):
+    code = main(["-m", script(tmp_path, [{"raise": "overloaded", "status": 529}]), "go"])
+    err = capsys.readouterr().err
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ga: scripted")
+    assert lines[0].endswith(": 529: overloaded")
+
+
+def test_bad_script_is_a_config_error_exit_2(capsys, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- text: [unclosed\n")
+    assert main(["-m", f"scripted:{bad}", "go"]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "Traceback" not in err
+
+
+def test_missing_cwd_is_a_usage_error(capsys, tmp_path):
+    model = script(tmp_path, [{"text": "x"}])
+    assert main(["-m", model, "-C", str(tmp_path / "nope"), "go"]) == 2
+    assert "--cwd" in capsys.readouterr().err
+
+
+def test_cwd_option_moves_the_tools(capsys, tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    model = script(tmp_path, [{"tool_calls": [{"name": "file_write",
+                                               "args": {"path": "x.txt", "content": "x"}}]},
+                              {"text": "ok"}])
+    assert main(["-m", model, "-C", str(target), "go"]) == 0
+    assert (target / "x.txt").read_text() == "x"
+
+
+def test_json_mode_prints_only_json_events(capsys, tmp_path):
+    model = script(tmp_path, [
+        {"text": "<summary>w</summary>", "thinking": "t",
+         "tool_calls": [{"name": "file_write", "args": {"path": "a.txt", "content": "A"}}],
+         "usage": {"input": 10, "output": 2}},
+        {"text": "done"}])
+    assert main(["-m", model, "--json", "go"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    events = [json.loads(line) for line in lines]
+    types = {e["type"] for e in events}
+    assert types <= {"task_start", "turn", "text", "thinking", "tool_call", "tool_result",
+                     "usage", "task_end"}
+    assert {"tool_call", "tool_result", "usage", "thinking"} <= types
+    call = next(e for e in events if e["type"] == "tool_call")
+    assert call["name"] == "file_write" and call["args"]["path"] == "a.txt" and call["id"]
+    assert events[-1] == {"type": "task_end", "result": "CURRENT_TASK_DONE", "turns": 2,
+                          "text": "done"}
+
+
+def test_json_ask_user_carries_question_and_candidates(capsys, tmp_path):
+    model = script(tmp_path, [{"tool_calls": [
+        {"name": "ask_user", "args": {"question": "Q?", "candidates": ["a"]}}]}])
+    assert main(["-m", model, "--json", "go"]) == 3
+    end = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert end["question"] == "Q?" and end["candidates"] == ["a"] and end["result"] == "EXITED"
+
+
+def test_no_user_tools_drops_them_from_the_schema(tmp_path, capsys):
+    from llmcore.scripted import ScriptedClient
+
+    seen = {}
+    original = ScriptedClient.chat
+
+    def spy(self, messages, tools=None):
+        seen["names"] = {t["function"]["name"] for t in tools}
+        return (yield from original(self, messages, tools))
+
+    ScriptedClient.chat = spy
+    try:
+        main(["-m", script(tmp_path, [{"text": "x"}]), "--no-user-tools", "go"])
+    finally:
+        ScriptedClient.chat = original
+    assert "ask_user" not in seen["names"] and "start_long_term_update" not in seen["names"]
+    assert "code_run" in seen["names"]
+
+
+def test_plugin_adds_a_tool_and_a_hook(tmp_path, home, capsys):
+    plugins = home / "plugins"
+    plugins.mkdir()
+    (plugins / "greet.py").write_text(
+        "from agent_loop import StepOutcome\n"
+        "from toolspec import tool\n"
+        "def register(api):\n"
+        "    @api.tool\n"
+        "    @tool\n"
+        "    def do_greet(self, name: str):\n"
+        "        '''Greet someone.\n\n        Args:\n            name: Who.\n        '''\n"
+        "        return StepOutcome('hello ' + name, next_prompt='\\n')\n"
+        "    api.on('agent_after', lambda ctx: print('PLUGIN-DONE'))\n")
+    (plugins / "broken.py").write_text("raise RuntimeError('nope')\n")
+    model = script(tmp_path, [{"tool_calls": [{"name": "greet", "args": {"name": "bo"}}]},
+                              {"text": "ok"}])
+    assert main(["-m", model, "--json", "go"]) == 0
+    out, err = capsys.readouterr()
+    results = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    assert any(e.get("data") == "hello bo" for e in results if e["type"] == "tool_result")
+    assert "PLUGIN-DONE" in out
+    assert "broken.py" in err and "nope" in err
+
+
+def test_real_ga_command_runs_the_demo(tmp_path):
+    env = {**os.environ, "GA_HOME": str(tmp_path / "h"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "ga.py"), "-m",
+         f"scripted:{ROOT / 'examples' / 'demo.yaml'}", "make hello.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "hello.py").exists()
+    assert "Done" in proc.stdout
+
+
+def test_long_prompt_is_saved_to_a_file_and_referenced(run_agent, home):
+    task = "x" * 2500
+    _, client, _ = run_agent([{"text": "ok"}], task=task)
+    sent = client.calls[0]["messages"][1]["content"]
+    assert len(sent) < 1000 and "2500 chars" in sent
+    saved = next((home / "prompts").glob("*.txt"))
+    assert saved.read_text() == task and str(saved) in sent
