@@ -213,9 +213,13 @@ def agent_runner_loop(client, system_prompt: str, user_input: str, handler, tool
                    "output": usage.output}
         ctx["response"] = response
         hooks.fire("llm_after", ctx)
+        if handler.exit_request:  # e.g. aborted while the model was streaming
+            break
         tool_calls = _parse_calls(response)
         tool_results, next_prompts, exit_reason = yield from _run_calls(
             handler, response, tool_calls)
+        if handler.exit_request:
+            break
         if not next_prompts or exit_reason:
             if not handler._done_hooks or exit_reason.get("result") == "EXITED":
                 break
@@ -226,10 +230,11 @@ def agent_runner_loop(client, system_prompt: str, user_input: str, handler, tool
         ctx.update(next_prompt=next_prompt, tool_results=tool_results)
         hooks.fire("turn_after", ctx)
         if handler.exit_request:
-            exit_reason = handler.exit_request
             break
         messages = [{"role": "user", "content": next_prompt, "tool_results": tool_results}]
-    if exit_reason and response is not None and not handler.exit_request:
+    if handler.exit_request:
+        exit_reason = handler.exit_request
+    elif exit_reason and response is not None:
         handler.turn_end_callback(response, tool_calls, tool_results, turn, "", exit_reason)
     ctx["exit_reason"] = exit_reason
     hooks.fire("agent_after", ctx)
