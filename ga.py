@@ -552,6 +552,22 @@ class GenericAgent:
         if abort:
             abort()
 
+    def restore(self, history: list | None = None, history_info: list | None = None,
+                working: dict | None = None) -> None:
+        """Continue a saved conversation: provider history, turn summaries, working memory."""
+        self.llmclient.history = list(history or [])
+        self.history_info[:] = list(history_info or [])
+        self.handler = None
+        if working:
+            self.handler = self.handler_cls(self, self.cwd)
+            self.handler.working = dict(working)
+
+    def snapshot(self) -> dict:
+        """The conversation as plain data; ``restore(**agent.snapshot())`` brings it back."""
+        working = dict(self.handler.working) if self.handler is not None else {}
+        return {"history": list(getattr(self.llmclient, "history", None) or []),
+                "history_info": list(self.history_info), "working": working}
+
     def _emit(self, event: dict) -> dict:
         for listener in self.listeners:
             listener(event)

@@ -1,9 +1,10 @@
-"""The ``ga`` command line: one-shot runs, management commands, exit codes (SPEC §7)."""
+"""The ``ga`` command line: modes, management commands, exit codes (SPEC §7)."""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,20 @@ from agent_loop import Hooks
 from ga import USER_TOOLS, GenericAgent, PluginAPI, handler_with_plugins, load_plugins
 from llmcore.base import ConfigError, LLMError
 
-EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
-              "NO_PROGRESS": 4, "BUDGET_EXCEEDED": 4, "ABORTED": 130}
+from .runner import (
+    EXIT_CODES,
+    Session,
+    TokenBudget,
+    end_message,
+    exit_code,
+    print_session_id,
+    read_history_file,
+    resolve_resume,
+)
+
+__all__ = ["EXIT_CODES", "main"]
 MANAGEMENT = ("sessions", "memory")
+ABORT_GRACE_SECONDS = 10.0  # after Ctrl-C, how long to wait for the task to stop cleanly
 
 
 def resolve_home(arg: str | None) -> Path:
@@ -25,8 +37,8 @@ def build_parser():
 
     p = argparse.ArgumentParser(
         prog="ga", description="GenericAgent: a minimal, self-evolving LLM agent.",
-        epilog="Management: ga sessions | ga memory [show|sops|lint [--fix]|path]. "
-               "Exit codes: 0 done, 1 failure, 2 usage/config, 3 ask_user, 4 limit, "
+        epilog="Management: ga sessions [export ID [FILE]] | ga memory [show|sops|lint [--fix]|"
+               "path]. Exit codes: 0 done, 1 failure, 2 usage/config, 3 ask_user, 4 limit, "
                "130 interrupted.")
     p.add_argument("task", nargs="*", help="the task; without one, an interactive session")
     p.add_argument("-m", "--model", help="profile name or provider:model (scripted:PATH)")
@@ -34,17 +46,55 @@ def build_parser():
     p.add_argument("--home", help="state folder (default $GA_HOME or ~/.genericagent)")
     p.add_argument("-C", "--cwd", help="working directory for tools")
     p.add_argument("--max-turns", type=int, default=100, metavar="N")
+    p.add_argument("--max-tokens", type=int, metavar="N",
+                   help="token budget per task (input+output, retries included)")
     p.add_argument("-v", "--verbose", action="store_true", help="full tool args and outputs")
     p.add_argument("--json", action="store_true", help="JSON Lines events on stdout")
     p.add_argument("--no-user-tools", action="store_true",
                    help="drop ask_user and start_long_term_update")
+    p.add_argument("--resume", nargs="?", const="", metavar="ID",
+                   help="continue a saved session (default: the latest)")
+    p.add_argument("--continue", dest="cont", action="store_true",
+                   help="continue the latest session started in this working directory")
+    p.add_argument("--history", metavar="FILE", help="seed the conversation from a JSON file")
+    p.add_argument("--task", dest="task_dir", metavar="DIR", help="file-based subagent mode")
+    p.add_argument("--input", metavar="TEXT", help="with --task: write DIR/input.txt first")
+    p.add_argument("--func", metavar="FILE", help="run FILE's prompt once into FILE-stem.out.txt")
+    p.add_argument("--reflect", metavar="SCRIPT", help="poll SCRIPT's check() and run its tasks")
+    p.add_argument("--bg", action="store_true", help="with --task/--func: detach, print the PID")
     return p
+
+
+def split_extra(parser, argv: list[str]) -> tuple[list[str], list[str]]:
+    """For ``--reflect``: separate our options from the script's ``--key value`` pairs."""
+    actions = parser._option_string_actions
+    known: list[str] = []
+    extra: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        name = tok.split("=", 1)[0]
+        takes_value = "=" not in tok and i + 1 < len(argv) and not argv[i + 1].startswith("-")
+        if name in actions:
+            known.append(tok)
+            if takes_value and actions[name].nargs != 0:
+                known.append(argv[i + 1])
+                i += 1
+        elif tok.startswith("--"):
+            extra.append(tok)
+            if takes_value:
+                extra.append(argv[i + 1])
+                i += 1
+        else:
+            known.append(tok)
+        i += 1
+    return known, extra
 
 
 def setup_logging(verbose: bool) -> None:
     import logging
 
-    handler = logging.StreamHandler()
+    handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("ga: %(message)s"))
     root = logging.getLogger("ga")
     root.handlers[:] = [handler]
@@ -64,28 +114,113 @@ def make_agent(args, home: Path) -> GenericAgent:
     disabled = USER_TOOLS if args.no_user_tools else ()
     return GenericAgent(client, home=home, cwd=cwd, max_turns=args.max_turns,
                         verbose=args.verbose, handler_cls=handler_with_plugins(api),
-                        disabled_tools=disabled, hooks=api.hooks)
+                        disabled_tools=disabled, hooks=api.hooks, task_dir=args.task_dir)
 
 
-def run_once(agent: GenericAgent, task: str, render: Any) -> int:
-    end: dict = {}
+def open_session(args, agent: GenericAgent, home: Path) -> Session:
+    """The journal (new, or the resumed one), the seed history and the token budget."""
+    from llmcore import make_client
+    from sessions import Journal
+
+    state = resolve_resume(home, args.resume, args.cont, agent.cwd)
+    if state is not None:
+        agent.restore(state.history, state.history_info, state.working)
+        print(f"ga: resumed session {state.id} ({state.turns} turns)", file=sys.stderr)
+    journal = Journal(home, agent, state.id if state else None, state)
+    session = Session(agent, home, journal,
+                      lambda name: make_client(name, config_path=args.config, home=home))
+    if args.history:
+        session.seed(read_history_file(args.history))
+    agent.listeners.append(TokenBudget(agent, args.max_tokens))
+    return session
+
+
+def report_end(session: Session, end: dict) -> int:
+    message = end_message(end)
+    if end.get("model_error"):
+        print(f"ga: {end['error']}", file=sys.stderr)
+        return exit_code(end)
+    if message:
+        print(f"ga: {message}", file=sys.stderr)
+    print_session_id(session)
+    return exit_code(end)
+
+
+def run_once(session: Session, task: str, render: Any) -> int:
+    events = session.submit(task)
     try:
-        for event in agent.run_task(task):
-            render(event)
-            if event["type"] == "task_end":
-                end = event
+        end = session.drain(events, render)
     except KeyboardInterrupt:
-        agent.abort()
+        session.abort()
         print("ga: interrupted", file=sys.stderr)
+        wait_stopped(session, events)
+        print_session_id(session)
         return 130
-    code = EXIT_CODES.get(end.get("result"), 1)
-    if end.get("result") in ("MAX_TURNS_EXCEEDED", "NO_PROGRESS", "BUDGET_EXCEEDED"):
-        print(f"ga: stopped: {end['result'].lower()} {end.get('text', '')}".rstrip(),
-              file=sys.stderr)
-    elif code == 1:
-        print(f"ga: failed: {end.get('error') or end.get('text') or end.get('result')}",
-              file=sys.stderr)
-    return code
+    return report_end(session, end)
+
+
+def wait_stopped(session: Session, events: Any) -> None:
+    deadline = time.monotonic() + ABORT_GRACE_SECONDS
+
+    def tick() -> None:
+        if time.monotonic() > deadline:
+            raise TimeoutError
+
+    try:
+        session.drain(events, lambda event: None, tick)
+    except (TimeoutError, KeyboardInterrupt):
+        print("ga: the task did not stop in time", file=sys.stderr)
+
+
+def make_renderer(args) -> Any:
+    from .console import JsonRenderer, TextRenderer
+
+    return JsonRenderer() if args.json else TextRenderer(verbose=args.verbose)
+
+
+def dispatch(args, extra: list[str], argv: list[str], home: Path) -> int:
+    from . import taskmode
+
+    if args.bg:
+        return background(args, argv, home)
+    if extra and not args.reflect:
+        raise ConfigError(None, extra[0], "unknown option")
+    task = " ".join(args.task).strip()
+    interactive = not task and sys.stdin.isatty() and not (args.task_dir or args.func
+                                                           or args.reflect)
+    pick = interactive and args.resume == ""
+    if pick:
+        args.resume = None
+    session = open_session(args, make_agent(args, home), home)
+    if args.task_dir:
+        return taskmode.run_task_mode(session, Path(args.task_dir))
+    if args.func:
+        return taskmode.run_func(session, Path(args.func), make_renderer(args))
+    if args.reflect:
+        from .reflect import parse_extra, run_reflect
+
+        extras = {"home": str(home), "cwd": str(session.agent.cwd), **parse_extra(extra)}
+        return run_reflect(session, Path(args.reflect), extras, make_renderer(args))
+    if interactive:
+        from .repl import run_repl
+
+        return run_repl(session, args.verbose, pick_resume=pick)
+    if not task and not sys.stdin.isatty():
+        task = sys.stdin.read().strip()
+    if not task:
+        raise ConfigError(None, "task", "no task given")
+    return run_once(session, task, make_renderer(args))
+
+
+def background(args, argv: list[str], home: Path) -> int:
+    from . import taskmode
+
+    if not (args.task_dir or args.func):
+        raise ConfigError(None, "--bg", "only with --task or --func")
+    if args.task_dir and args.input is not None:
+        taskmode.write_input(Path(args.task_dir), args.input)
+    log_path = home / "logs" / "bg" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    return taskmode.spawn_background(argv, log_path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,19 +230,20 @@ def main(argv: list[str] | None = None) -> int:
             from memory.cli import memory_command
 
             return memory_command(argv[1:], resolve_home(None))
-        args = build_parser().parse_args(argv)
+        if argv[:1] == ["sessions"]:
+            from .sessions_cmd import sessions_command
+
+            return sessions_command(argv[1:], resolve_home)
+        parser = build_parser()
+        known, extra = split_extra(parser, argv) if "--reflect" in " ".join(argv) else (argv, [])
+        args = parser.parse_args(known)
         setup_logging(args.verbose)
         home = resolve_home(args.home)
-        task = " ".join(args.task).strip()
-        if not task and not sys.stdin.isatty():
-            task = sys.stdin.read().strip()
-        if not task:
-            raise ConfigError(None, "task", "no task given (the interactive REPL needs a terminal)")
-        agent = make_agent(args, home)
-        from frontends.console import JsonRenderer, TextRenderer
+        if args.task_dir and args.input is not None and not args.bg:
+            from .taskmode import write_input
 
-        render = JsonRenderer() if args.json else TextRenderer(verbose=args.verbose)
-        return run_once(agent, task, render)
+            write_input(Path(args.task_dir), args.input)
+        return dispatch(args, extra, argv, home)
     except ConfigError as e:
         print(f"ga: {e}", file=sys.stderr)
         return 2
@@ -120,4 +256,3 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # stdout closed by the reader (e.g. `| head`): stop quietly
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         return 1
-

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import IO
+from typing import IO, Callable
 
-from agent_loop import _compact_tool_args, json_default
+from agent_loop import _clean_content, _compact_tool_args, json_default
 from tools import clip
 
 JSON_EVENTS = ("task_start", "turn", "text", "thinking", "tool_call", "tool_result", "usage",
                "task_end")
 COMPACT_PROGRESS_LINES = 8
 PANEL_CHARS = 4000
+LIVE_MARGIN_ROWS = 3  # rows left free below the live reply preview
 
 
 class JsonRenderer:
@@ -127,3 +128,99 @@ class TextRenderer:
         self.console.print(Panel(Text(body), title=title, title_align="left",
                                  border_style=style))
 
+
+
+class LiveRenderer(TextRenderer):
+    """The REPL's renderer: a spinner while the model thinks, the streamed reply shown live
+    and rendered as markdown when it is complete, and a status line with token usage."""
+
+    def __init__(self, out: IO[str] | None = None, verbose: bool = False,
+                 status: Callable[[], str] | None = None) -> None:
+        super().__init__(out=out, err=out, verbose=verbose)
+        self.status = status
+        self._reply = ""
+        self._live = None
+        self._spinner = None
+
+    def __call__(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind not in ("text", "thinking", "usage"):
+            self._stop_spinner()
+            self._finish_reply()
+        super().__call__(event)
+
+    def on_turn(self, e: dict) -> None:
+        super().on_turn(e)
+        self._start_spinner("waiting for the model…")
+
+    def on_thinking(self, e: dict) -> None:
+        if self.verbose:
+            self._stop_spinner()
+            super().on_thinking(e)
+        elif self._spinner is not None:
+            self._spinner.update("thinking…")
+
+    def on_text(self, e: dict) -> None:
+        from rich.live import Live
+
+        self._stop_spinner()
+        self._reply += e["delta"]
+        if self._live is None:
+            self._live = Live(console=self.console, auto_refresh=False, transient=True)
+            self._live.start()
+        self._live.update(self._tail(), refresh=True)
+
+    def on_tool_call(self, e: dict) -> None:
+        super().on_tool_call(e)
+        if not self.verbose:
+            self._start_spinner(f"running {e['name']}…")
+
+    def on_progress(self, e: dict) -> None:
+        self._stop_spinner()
+        super().on_progress(e)
+
+    def _tail(self):
+        from rich.text import Text
+
+        rows = max(self.console.size.height - LIVE_MARGIN_ROWS, 1)
+        return Text("\n".join(self._reply.splitlines()[-rows:]))
+
+    def _finish_reply(self) -> None:
+        if self._live is None:
+            return
+        from rich.markdown import Markdown
+
+        self._live.stop()
+        self._live = None
+        text = _clean_content(self._reply)
+        self._reply = ""
+        if text:
+            self.console.print(Markdown(text))
+        self._at_line_start = True
+
+    def _start_spinner(self, text: str) -> None:
+        if self._spinner is None:
+            self._spinner = self.console.status(text, spinner="dots")
+            self._spinner.start()
+
+    def _stop_spinner(self) -> None:
+        if self._spinner is not None:
+            self._spinner.stop()
+            self._spinner = None
+
+    def close(self) -> None:
+        """Stop any live display (on Ctrl-C)."""
+        self._stop_spinner()
+        self._finish_reply()
+
+    def on_task_end(self, e: dict) -> None:
+        self._newline()
+        if e.get("question"):
+            self.console.print(f"❓ {e['question']}", style="bold yellow", markup=False)
+            for i, c in enumerate(e.get("candidates") or [], 1):
+                self.console.print(f"  {i}. {c}", markup=False)
+        u = self.usage
+        line = f"tokens: {u['input']} in ({u['cached']} cached), {u['output']} out"
+        if self.status is not None:
+            line = f"{self.status()} · {line}"
+        self.console.print(line, style="dim", markup=False)

@@ -1,0 +1,233 @@
+"""The interactive REPL: line editing with history, slash commands, Ctrl-C aborts a task.
+
+Ctrl-C while a task runs aborts it (running code is killed, the session stays); a second
+Ctrl-C before it has stopped, or two in a row at the prompt, quits. ``ask_user`` questions
+are answered inline; a number picks one of the candidates.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from llmcore.base import ConfigError
+
+from .console import LiveRenderer
+from .runner import Session, end_message, export_history
+
+PROMPT = "ga> "
+ANSWER_PROMPT = "answer> "
+PICK_PROMPT = "session> "
+HISTORY_FILE = "repl_history"
+HISTORY_LENGTH = 1000
+RECENT_SESSIONS = 10
+QUIT = "quit"
+HELP = """Commands:
+  /model [NAME]        list the models, or switch (the conversation is kept)
+  /session.KEY=VALUE   change a setting of the current model (e.g. /session.temperature=0.2)
+  /resume              pick a recent session and continue it
+  /new                 start a new conversation
+  /export [FILE]       write the conversation to a JSON file (reload with --history FILE)
+  /exit                quit (also Ctrl-D, or Ctrl-C twice)
+Ctrl-C while a task runs aborts it; the session stays."""
+
+
+def setup_readline(home: Path) -> Any:
+    """Line editing with a history file in the home; None when readline is unavailable."""
+    try:
+        import readline
+    except ImportError:
+        return None
+    path = home / HISTORY_FILE
+    try:
+        readline.read_history_file(path)
+    except OSError:
+        pass  # first run: no history yet
+    readline.set_history_length(HISTORY_LENGTH)
+    return readline
+
+
+def save_readline(rl: Any, home: Path) -> None:
+    if rl is None:
+        return
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        rl.write_history_file(home / HISTORY_FILE)
+    except OSError as e:
+        print(f"ga: cannot save line history: {e}", file=sys.stderr)
+
+
+class Repl:
+    def __init__(self, session: Session, verbose: bool = False) -> None:
+        self.session = session
+        self.verbose = verbose
+        self.out = sys.stdout
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def status(self) -> str:
+        return f"[{self.session.agent.llmclient.name}] session {self.session.id}"
+
+    # ---- the loop --------------------------------------------------------------------
+    def loop(self) -> int:
+        rl = setup_readline(self.session.home)
+        self.say(f"GenericAgent · model {self.session.agent.llmclient.name} · "
+                 "/help for commands, /exit to quit")
+        try:
+            return self._loop()
+        finally:
+            save_readline(rl, self.session.home)
+            self.session.close()
+            print(f"ga: session {self.session.id}", file=sys.stderr)
+
+    def _loop(self) -> int:
+        pending_quit = False
+        while True:
+            try:
+                line = input(PROMPT).strip()
+            except EOFError:
+                self.say("")
+                return 0
+            except KeyboardInterrupt:
+                if pending_quit:
+                    self.say("")
+                    return 130
+                pending_quit = True
+                self.say("\n(Ctrl-C again or /exit to quit)")
+                continue
+            pending_quit = False
+            if not line:
+                continue
+            outcome = self.command(line) if line.startswith("/") else self.run(line)
+            if outcome == QUIT:
+                return 130 if not line.startswith("/") else 0
+
+    def run(self, task: str) -> str | None:
+        """Run a task; answer its ``ask_user`` questions inline. QUIT on a second Ctrl-C."""
+        while task:
+            end = self._run_one(task)
+            if end is None:
+                return QUIT
+            message = end_message(end)
+            if message:
+                print(f"ga: {message}", file=sys.stderr)
+            task = self.answer(end) if end.get("question") else ""
+        return None
+
+    def _run_one(self, task: str) -> dict | None:
+        render = LiveRenderer(out=self.out, verbose=self.verbose, status=self.status)
+        events = self.session.submit(task)
+        while True:
+            try:
+                return self.session.drain(events, render)
+            except KeyboardInterrupt:
+                render.close()
+                if self.session.aborted:
+                    return None
+                self.session.abort()
+                self.say("\n[aborting the task… Ctrl-C again to quit]")
+
+    def answer(self, end: dict) -> str:
+        """Read the answer to an ``ask_user`` question; a number picks a candidate."""
+        candidates = end.get("candidates") or []
+        try:
+            reply = input(ANSWER_PROMPT).strip()
+        except (EOFError, KeyboardInterrupt):
+            self.say("")
+            return ""
+        if reply.isdigit() and 1 <= int(reply) <= len(candidates):
+            return str(candidates[int(reply) - 1])
+        return reply
+
+    # ---- slash commands --------------------------------------------------------------
+    def command(self, line: str) -> str | None:
+        name, _, arg = line[1:].partition(" ")
+        arg = arg.strip()
+        if name in ("exit", "quit"):
+            return QUIT
+        if name.startswith("session.") and "=" in name + arg:
+            return self.cmd_option(line[len("/session."):])
+        handler = getattr(self, f"cmd_{name}", None)
+        if handler is None:
+            self.say(f"unknown command /{name}; /help lists them")
+            return None
+        try:
+            handler(arg)
+        except ConfigError as e:
+            self.say(f"error: {e}")
+        return None
+
+    def cmd_help(self, arg: str) -> None:
+        self.say(HELP)
+
+    def cmd_model(self, arg: str) -> None:
+        current = self.session.agent.llmclient.name
+        if not arg:
+            for name in self.session.model_names():
+                self.say(f"{'*' if name == current else ' '} {name}")
+            return
+        new = self.session.switch_model(arg)
+        self.say(f"model: {current} -> {new} (conversation kept)")
+
+    def cmd_option(self, text: str) -> None:
+        key, _, value = text.partition("=")
+        try:
+            self.session.agent.llmclient.set_option(key.strip(), value.strip())
+        except ConfigError as e:
+            self.say(f"error: {e}")
+            return
+        self.say(f"{key.strip()} = {value.strip()}")
+
+    def cmd_new(self, arg: str) -> None:
+        self.session.new()
+        self.say(f"new conversation: session {self.session.id}")
+
+    def cmd_export(self, arg: str) -> None:
+        path = Path(arg or f"ga-history-{self.session.id}.json").expanduser()
+        if not path.is_absolute():
+            path = self.session.agent.cwd / path
+        self.say(f"exported to {export_history(self.session.agent, path)}")
+
+    def cmd_resume(self, arg: str) -> None:
+        from sessions import list_sessions, load_session
+
+        recent = [s for s in list_sessions(self.session.home)
+                  if s.id != self.session.id][:RECENT_SESSIONS]
+        if not recent:
+            self.say("no saved sessions")
+            return
+        for i, s in enumerate(recent, 1):
+            when = time.strftime("%m-%d %H:%M", time.localtime(s.started)) if s.started else "?"
+            self.say(f"{i:2}. {s.id}  {when}  turns={s.turns}  {s.summary}")
+        pick = arg or self._input(PICK_PROMPT)
+        chosen = self._pick(recent, pick)
+        if chosen is None:
+            self.say("nothing resumed")
+            return
+        state = load_session(chosen.path)
+        self.session.resume(state)
+        self.say(f"resumed session {state.id}: {len(state.history)} messages, "
+                 f"key_info: {(state.working.get('key_info') or '-')[:60]}")
+
+    def _input(self, prompt: str) -> str:
+        try:
+            return input(prompt).strip()
+        except (EOFError, KeyboardInterrupt):
+            self.say("")
+            return ""
+
+    @staticmethod
+    def _pick(recent: list, pick: str) -> Any:
+        if pick.isdigit() and 1 <= int(pick) <= len(recent):
+            return recent[int(pick) - 1]
+        return next((s for s in recent if pick and s.id.startswith(pick)), None)
+
+
+def run_repl(session: Session, verbose: bool = False, pick_resume: bool = False) -> int:
+    repl = Repl(session, verbose)
+    if pick_resume:
+        repl.cmd_resume("")
+    return repl.loop()

@@ -1,0 +1,236 @@
+"""One CLI session: the agent, its journal, its token budget, and running a task off-thread.
+
+Every front end (one-shot, REPL, task mode, func, reflect) runs tasks through ``Session.run``:
+the task runs on a worker thread, the caller's thread renders events and stays free to see
+Ctrl-C or control files between events.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from llmcore.base import ConfigError, LLMError
+from sessions import Journal, SessionState, find_session, latest_for_cwd, load_session
+
+log = logging.getLogger("ga.cli")
+
+EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
+              "NO_PROGRESS": 4, "BUDGET_EXCEEDED": 4, "ABORTED": 130}
+LIMIT_RESULTS = ("MAX_TURNS_EXCEEDED", "NO_PROGRESS", "BUDGET_EXCEEDED")
+TICK_SECONDS = 0.2  # how often a waiting front end looks at control files (task mode)
+
+
+def exit_code(end: dict) -> int:
+    return EXIT_CODES.get(end.get("result"), 1)
+
+
+def end_message(end: dict) -> str | None:
+    """The stderr line for a task that did not simply finish, else None."""
+    result = end.get("result")
+    if result in LIMIT_RESULTS:
+        return f"stopped: {result.lower()}: {end.get('text', '')}".rstrip(": ")
+    if result == "ABORTED":
+        return "interrupted"
+    if exit_code(end) == 1:
+        return f"failed: {end.get('error') or end.get('text') or result}"
+    return None
+
+
+class TokenBudget:
+    """Ends a task (``BUDGET_EXCEEDED``) once its input+output tokens reach ``limit``."""
+
+    def __init__(self, agent: Any, limit: int | None) -> None:
+        self.agent = agent
+        self.limit = limit
+        self.used = 0
+
+    def __call__(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "task_start":
+            self.used = 0
+        if kind != "usage" or not self.limit:
+            return
+        self.used += int(event.get("input") or 0) + int(event.get("output") or 0)
+        handler = self.agent.handler
+        if self.used >= self.limit and handler is not None and not handler.exit_request:
+            handler.exit_request = {
+                "result": "BUDGET_EXCEEDED",
+                "data": f"token budget of {self.limit} reached ({self.used} tokens used)"}
+
+
+class Session:
+    """An agent plus its journal; runs tasks on a worker thread."""
+
+    def __init__(self, agent: Any, home: Path, journal: Journal,
+                 client_factory: Callable[[str], Any] | None = None) -> None:
+        self.agent = agent
+        self.home = home
+        self.journal = journal
+        self.client_factory = client_factory
+        agent.listeners.append(self._journal_event)
+        self.aborted = False
+
+    @property
+    def id(self) -> str:
+        return self.journal.id
+
+    def _journal_event(self, event: dict) -> None:
+        self.journal(event)
+
+    # ---- running ---------------------------------------------------------------------
+    def submit(self, task: str, source: str = "user") -> queue.Queue:
+        """Start ``task`` on a worker thread; its events arrive on the returned queue."""
+        events: queue.Queue = queue.Queue()
+        self.aborted = False
+        worker = threading.Thread(target=self._work, args=(task, source, events),
+                                  name="ga-task", daemon=True)
+        worker.start()
+        return events
+
+    def _work(self, task: str, source: str, events: queue.Queue) -> None:
+        try:
+            for event in self.agent.run_task(task, source):
+                events.put(event)
+        except LLMError as e:
+            events.put(self._failed(str(e), model_error=True))
+        except Exception as e:  # the worker's edge: report, never leave the caller waiting
+            log.debug("task crashed:\n%s", traceback.format_exc())
+            events.put(self._failed(f"{type(e).__name__}: {e}"))
+
+    def _failed(self, error: str, model_error: bool = False) -> dict:
+        turns = getattr(self.agent.handler, "current_turn", 0)
+        end = {"type": "task_end", "result": "FAILED", "error": error, "text": error,
+               "turns": turns, "model_error": model_error}
+        self.journal(end)
+        return end
+
+    def drain(self, events: queue.Queue, render: Callable[[dict], None],
+              tick: Callable[[], None] | None = None) -> dict:
+        """Render events until ``task_end`` and return it; ``tick`` runs while waiting."""
+        while True:
+            try:
+                event = events.get(timeout=TICK_SECONDS)
+            except queue.Empty:
+                if tick is not None:
+                    tick()
+                continue
+            render(event)
+            if event.get("type") == "task_end":
+                return self._mark_abort(event)
+
+    def _mark_abort(self, end: dict) -> dict:
+        if self.aborted and end.get("result") not in ("FAILED",):
+            end = dict(end, result="ABORTED")
+        return end
+
+    def run(self, task: str, render: Callable[[dict], None],
+            tick: Callable[[], None] | None = None, source: str = "user") -> dict:
+        return self.drain(self.submit(task, source), render, tick)
+
+    def abort(self) -> None:
+        self.aborted = True
+        self.agent.abort()
+
+    # ---- conversation management ------------------------------------------------------
+    def new(self) -> None:
+        """A fresh conversation with a new journal (the model stays)."""
+        self.journal.close()
+        self.agent.restore()
+        self.journal = Journal(self.home, self.agent)
+
+    def resume(self, state: SessionState) -> None:
+        self.journal.close()
+        self.agent.restore(state.history, state.history_info, state.working)
+        self.journal = Journal(self.home, self.agent, state.id, state)
+
+    def seed(self, data: dict) -> None:
+        """Start from a saved conversation (``--history FILE``, ``_history.json``)."""
+        self.agent.restore(data.get("history"), data.get("history_info"), data.get("working"))
+        self.journal.seed(data)
+
+    def model_names(self) -> list[str]:
+        client = self.agent.llmclient
+        names = list(client.profiles()) if hasattr(client, "profiles") else [client.name]
+        config = getattr(client, "config", None)
+        for name in getattr(config, "profiles", {}) or {}:
+            if name not in names:
+                names.append(name)
+        return names
+
+    def switch_model(self, name: str) -> str:
+        """``/model NAME``: switch profile, keeping the conversation. Returns the new name."""
+        client = self.agent.llmclient
+        try:
+            client.switch(name)
+        except ConfigError:
+            if self.client_factory is None:
+                raise
+            new = self.client_factory(name)
+            new.history = list(client.history)
+            new.system = client.system
+            self.agent.llmclient = new
+        self.journal.write({"type": "model", "name": self.agent.llmclient.name})
+        return self.agent.llmclient.name
+
+    def close(self) -> None:
+        self.journal.close()
+
+
+def read_history_file(path: str | Path) -> dict:
+    """A saved conversation: a list of provider messages, or an ``export`` object."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(str(p), None, f"cannot read history: {e.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(str(p), None, f"invalid history JSON: {e}") from None
+    if isinstance(data, list):
+        data = {"history": data}
+    if not isinstance(data, dict) or not isinstance(data.get("history", []), list):
+        raise ConfigError(str(p), "history", "expected a list of messages or an export object")
+    return data
+
+
+def export_history(agent: Any, path: str | Path) -> Path:
+    """Write the conversation (provider history, summaries, working memory) as JSON."""
+    from tools.files import atomic_write
+
+    p = Path(path)
+    text = json.dumps(agent.snapshot(), ensure_ascii=False, indent=1, default=str)
+    atomic_write(p, text)
+    return p
+
+
+def resolve_resume(home: Path, resume: str | None, cont: bool, cwd: Path) -> SessionState | None:
+    """The session named by ``--resume ID`` / ``--resume`` (latest) / ``--continue``."""
+    if resume is None and not cont:
+        return None
+    if cont:
+        path = latest_for_cwd(home, cwd)
+        if path is None:
+            raise ConfigError(None, "--continue", f"no saved session was started in {cwd}")
+    elif resume:
+        path = find_session(home, resume)
+        if path is None:
+            raise ConfigError(None, "--resume", f"no saved session {resume!r} (ga sessions)")
+    else:
+        from sessions import list_sessions
+
+        found = list_sessions(home)
+        if not found:
+            raise ConfigError(None, "--resume", "no saved sessions yet")
+        path = found[0].path
+    return load_session(path)
+
+
+def print_session_id(session: Session, out: Any = None) -> None:
+    out = out or sys.stderr
+    print(f"ga: session {session.id} (continue with: ga --resume {session.id})", file=out)

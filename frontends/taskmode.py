@@ -1,0 +1,172 @@
+"""File-based child runs: ``--task DIR`` (conversational, SPEC §7) and ``--func FILE`` (one shot).
+
+Task mode protocol, in ``DIR``: ``input.txt`` holds the prompt; progress streams into
+``output.txt`` and a round ends with a line ``[ROUND END]``; then the child waits for
+``reply.txt`` and writes the next round to ``output1.txt``, ``output2.txt`` … Control files
+are consumed on sight: ``_stop`` aborts the round (or ends the wait), ``_keyinfo`` and
+``_intervene`` reach the working memory / next prompt as [MASTER] (read by the handler).
+``_history.json`` seeds the conversation at start.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from llmcore.base import ConfigError
+from tools.files import atomic_write
+
+from .console import TextRenderer
+from .runner import Session, end_message, exit_code, print_session_id, read_history_file
+
+REPLY_WAIT_SECONDS = 600.0  # how long a child waits for reply.txt after a round
+REPLY_WAIT_ENV = "GA_TASK_REPLY_WAIT"  # override in seconds (tests, impatient parents)
+REPLY_POLL_SECONDS = 0.2  # files have no portable change notification: a short poll
+ROUND_END = "[ROUND END]"
+INPUT = "input.txt"
+REPLY = "reply.txt"
+STOP = "_stop"
+HISTORY = "_history.json"
+STALE_FILES = ("output*.txt", REPLY, STOP)
+
+
+def reply_wait_seconds() -> float:
+    value = os.environ.get(REPLY_WAIT_ENV)
+    if not value:
+        return REPLY_WAIT_SECONDS
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(None, REPLY_WAIT_ENV, f"expected seconds, got {value!r}") from None
+
+
+def write_input(task_dir: Path, text: str) -> None:
+    """``--input``: write the prompt and clear the outputs of an earlier run."""
+    task_dir.mkdir(parents=True, exist_ok=True)
+    for pattern in STALE_FILES:
+        for old in task_dir.glob(pattern):
+            old.unlink(missing_ok=True)
+    atomic_write(task_dir / INPUT, text)
+
+
+def output_name(round_no: int) -> str:
+    return "output.txt" if round_no == 0 else f"output{round_no}.txt"
+
+
+def take_file(path: Path) -> str | None:
+    """Read and delete a control file; None when it is not there."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    path.unlink(missing_ok=True)
+    return text
+
+
+def run_task_mode(session: Session, task_dir: Path, reply_wait: float | None = None) -> int:
+    """Run rounds until no reply comes (or ``_stop`` arrives while waiting)."""
+    prompt = take_prompt(task_dir)
+    if (task_dir / HISTORY).is_file():
+        session.seed(read_history_file(task_dir / HISTORY))
+    wait = reply_wait_seconds() if reply_wait is None else reply_wait
+    round_no, code = 0, 0
+    while prompt is not None:
+        code = run_round(session, task_dir, prompt, task_dir / output_name(round_no))
+        prompt = wait_for_reply(task_dir, wait)
+        round_no += 1
+    return code
+
+
+def take_prompt(task_dir: Path) -> str:
+    try:
+        text = (task_dir / INPUT).read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        raise ConfigError(None, "--task", f"{task_dir / INPUT} not found (use --input TEXT)") \
+            from None
+    if not text:
+        raise ConfigError(None, "--task", f"{task_dir / INPUT} is empty")
+    return text
+
+
+def run_round(session: Session, task_dir: Path, prompt: str, out_path: Path) -> int:
+    with open(out_path, "w", encoding="utf-8") as out:
+        render = TextRenderer(out=out, err=sys.stderr, verbose=session.agent.verbose)
+
+        def tick() -> None:
+            if take_file(task_dir / STOP) is not None:
+                session.abort()
+
+        end = session.run(prompt, render, tick=tick)
+        out.write(f"{ROUND_END}\n")
+        out.flush()
+    message = end_message(end)
+    if message:
+        print(f"ga: {message}", file=sys.stderr)
+    print_session_id(session)
+    return exit_code(end)
+
+
+def wait_for_reply(task_dir: Path, wait: float) -> str | None:
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if take_file(task_dir / STOP) is not None:
+            return None
+        reply = take_file(task_dir / REPLY)
+        if reply is not None and reply.strip():
+            return reply.strip()
+        time.sleep(REPLY_POLL_SECONDS)
+    return None
+
+
+def func_output(path: Path) -> Path:
+    return path.with_name(f"{path.stem}.out.txt")
+
+
+def run_func(session: Session, path: Path, render) -> int:
+    """``--func FILE``: run FILE's prompt once, write ``FILE-stem.out.txt``."""
+    try:
+        prompt = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError as e:
+        raise ConfigError(None, "--func", f"cannot read {path}: {e.strerror}") from None
+    if not prompt:
+        raise ConfigError(None, "--func", f"{path} is empty")
+    end = session.run(prompt, render)
+    atomic_write(func_output(path), (end.get("text") or "") + "\n")
+    message = end_message(end)
+    if message:
+        print(f"ga: {message}", file=sys.stderr)
+    print_session_id(session)
+    return exit_code(end)
+
+
+def strip_options(argv: list[str], names: dict[str, bool]) -> list[str]:
+    """``argv`` without the options in ``names`` (name -> takes a value)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in names:
+            skip = names[name] and "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def spawn_background(argv: list[str], log_path: Path) -> int:
+    """``--bg``: start the same command detached; print its PID."""
+    import ga
+
+    child_argv = strip_options(argv, {"--bg": False, "--input": True})
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log_file:
+        proc = subprocess.Popen([sys.executable, str(Path(ga.__file__).absolute()), *child_argv],
+                                stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+                                start_new_session=True)
+    print(proc.pid)
+    return 0

@@ -1,0 +1,301 @@
+"""The session journal: ``<home>/sessions/<id>.jsonl``, one event per line, flushed per event.
+
+A ``Journal`` is an agent listener. It writes the task events (user prompt, each model reply,
+each tool call and result, usage, task end) and, after every turn, a ``state`` record with
+the working memory and the changes to ``history_info`` and the provider history, so
+``load_session`` can rebuild everything ``--resume`` needs. A line torn by a killed process
+is skipped and reported. Secrets found in the environment are never written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+log = logging.getLogger("ga.session")
+
+JOURNAL_VERSION = 1
+SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+SECRET_MIN_CHARS = 8
+REDACTED = "***"
+STREAM_EVENTS = ("text", "thinking")
+SKIPPED_EVENTS = ("progress",)
+STATE_AFTER = ("turn", "tool_result", "task_end")
+PROMPT_PREVIEW_CHARS = 60
+
+
+def new_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def sessions_dir(home: str | Path) -> Path:
+    return Path(home) / "sessions"
+
+
+def env_secrets() -> list[str]:
+    """Values of environment variables that look like keys; never written to a journal."""
+    return sorted((v for k, v in os.environ.items()
+                   if SECRET_ENV.search(k) and len(v) >= SECRET_MIN_CHARS), key=len, reverse=True)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=str)
+
+
+class ListDelta:
+    """Tracks a list between snapshots; ``delta`` gives ``{from, items}`` for what changed."""
+
+    def __init__(self, items: list | None = None) -> None:
+        self._saved = [_dumps(x) for x in items or []]
+
+    def delta(self, current: list) -> dict | None:
+        dumped = [_dumps(x) for x in current]
+        start = 0
+        limit = min(len(dumped), len(self._saved))
+        while start < limit and dumped[start] == self._saved[start]:
+            start += 1
+        if start == len(dumped) == len(self._saved):
+            return None
+        self._saved = dumped
+        return {"from": start, "items": current[start:]}
+
+
+def apply_delta(items: list, delta: dict | None) -> list:
+    if not delta:
+        return items
+    start = min(int(delta.get("from", 0)), len(items))
+    return items[:start] + list(delta.get("items") or [])
+
+
+class Journal:
+    """Append-only event log of one session; attach with ``agent.listeners.append(journal)``."""
+
+    def __init__(self, home: str | Path, agent: Any, session_id: str | None = None,
+                 state: SessionState | None = None) -> None:
+        self.id = session_id or new_id()
+        self.path = sessions_dir(home) / f"{self.id}.jsonl"
+        self.agent = agent
+        self.resumed = state is not None
+        self._history = ListDelta(state.history if state else [])
+        self._info = ListDelta(state.history_info if state else [])
+        self._working = _dumps(state.working) if state else _dumps({})
+        self._stream: dict[str, str] = {}
+        self._file: IO[str] | None = None
+        self._secrets = env_secrets()
+
+    # ---- writing -------------------------------------------------------------------------
+    def _open(self) -> IO[str]:
+        if self._file is not None:
+            return self._file
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        torn = self.path.exists() and not self.path.read_bytes().endswith(b"\n") \
+            and self.path.stat().st_size > 0
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
+        if torn:
+            self._file.write("\n")
+        kind = "session_resume" if self.resumed or torn else "session_start"
+        self._write({"type": kind, "id": self.id, "version": JOURNAL_VERSION,
+                     "cwd": str(getattr(self.agent, "cwd", "")), "model": self._model()})
+        return self._file
+
+    def _model(self) -> str:
+        return str(getattr(self.agent.llmclient, "name", "?"))
+
+    def _write(self, record: dict) -> None:
+        record.setdefault("time", time.time())
+        line = _dumps(record)
+        for secret in self._secrets:
+            line = line.replace(secret, REDACTED)
+        f = self._file
+        f.write(line + "\n")
+        f.flush()
+
+    def write(self, record: dict) -> None:
+        """Write one record now (also used for notes like model switches)."""
+        self._open()
+        self._flush_stream()
+        self._write(dict(record))
+
+    def __call__(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind in SKIPPED_EVENTS:
+            return
+        if kind in STREAM_EVENTS:
+            self._stream[kind] = self._stream.get(kind, "") + str(event.get("delta", ""))
+            return
+        self.write(event)
+        if kind in STATE_AFTER:
+            self.snapshot()
+
+    def _flush_stream(self) -> None:
+        for kind in STREAM_EVENTS:
+            text = self._stream.pop(kind, "")
+            if text:
+                self._write({"type": kind, "text": text})
+
+    def snapshot(self) -> None:
+        """A ``state`` record: working memory, and what changed in the histories."""
+        handler = getattr(self.agent, "handler", None)
+        working = dict(getattr(handler, "working", {}) or {})
+        history = list(getattr(self.agent.llmclient, "history", []) or [])
+        record: dict[str, Any] = {"type": "state"}
+        if _dumps(working) != self._working:
+            record["working"] = working
+            self._working = _dumps(working)
+        for key, tracker, items in (("history", self._history, history),
+                                    ("history_info", self._info, list(self.agent.history_info))):
+            delta = tracker.delta(items)
+            if delta is not None:
+                record[key] = delta
+        if len(record) > 1:
+            self._open()
+            self._write(record)
+
+    def seed(self, data: dict) -> None:
+        """Record a conversation loaded from a file (``--history``) as this session's start."""
+        self.write({"type": "seed", "history": data.get("history") or [],
+                    "history_info": data.get("history_info") or [],
+                    "working": data.get("working") or {}})
+        self._history = ListDelta(data.get("history") or [])
+        self._info = ListDelta(data.get("history_info") or [])
+        self._working = _dumps(data.get("working") or {})
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._flush_stream()
+            self._file.close()
+            self._file = None
+
+
+# ---- reading ---------------------------------------------------------------------------
+@dataclass
+class SessionState:
+    """Everything a saved session holds, rebuilt from its journal."""
+
+    id: str
+    path: Path
+    started: float = 0.0
+    cwd: str = ""
+    model: str = ""
+    first_prompt: str = ""
+    turns: int = 0
+    tokens: int = 0
+    tasks: int = 0
+    history: list = field(default_factory=list)
+    history_info: list = field(default_factory=list)
+    working: dict = field(default_factory=dict)
+    torn: list[int] = field(default_factory=list)  # line numbers that could not be read
+
+    @property
+    def summary(self) -> str:
+        return " ".join(self.first_prompt.split())[:PROMPT_PREVIEW_CHARS]
+
+
+def _records(path: Path, torn: list[int]):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                torn.append(number)
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
+def _apply(state: SessionState, r: dict) -> None:
+    kind = r.get("type")
+    if kind in ("session_start", "session_resume"):
+        state.started = state.started or float(r.get("time") or 0)
+        state.cwd = state.cwd or str(r.get("cwd") or "")
+        state.model = str(r.get("model") or state.model)
+    elif kind == "model":
+        state.model = str(r.get("name") or state.model)
+    elif kind == "task_start":
+        state.tasks += 1
+        state.first_prompt = state.first_prompt or str(r.get("prompt") or "")
+    elif kind == "turn":
+        state.turns += 1
+    elif kind == "usage":
+        state.tokens += int(r.get("input") or 0) + int(r.get("output") or 0)
+    elif kind == "state":
+        if "working" in r:
+            state.working = dict(r["working"] or {})
+        state.history = apply_delta(state.history, r.get("history"))
+        state.history_info = apply_delta(state.history_info, r.get("history_info"))
+    elif kind == "seed":
+        state.history = list(r.get("history") or [])
+        state.history_info = list(r.get("history_info") or [])
+        state.working = dict(r.get("working") or {})
+
+
+def load_session(path: str | Path) -> SessionState:
+    """Rebuild a session from its journal; unreadable (torn) lines are skipped and listed."""
+    state = _quiet_load(Path(path))
+    if state.torn:
+        log.warning("session %s: skipped unreadable line(s) %s (cut off by a crash?)",
+                    state.id, ", ".join(map(str, state.torn)))
+    return state
+
+
+def list_sessions(home: str | Path) -> list[SessionState]:
+    """Saved sessions, newest first."""
+    folder = sessions_dir(home)
+    if not folder.is_dir():
+        return []
+    paths = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
+    out = []
+    for p in paths:
+        try:
+            out.append(_quiet_load(p))
+        except OSError as e:
+            log.warning("cannot read session %s: %s", p.name, e)
+    return out
+
+
+def _quiet_load(path: Path) -> SessionState:
+    state = SessionState(id=path.stem, path=path)
+    for record in _records(path, state.torn):
+        _apply(state, record)
+    return state
+
+
+def find_session(home: str | Path, session_id: str) -> Path | None:
+    """The journal of ``session_id`` (a unique prefix is enough)."""
+    folder = sessions_dir(home)
+    exact = folder / f"{session_id}.jsonl"
+    if exact.is_file():
+        return exact
+    matches = sorted(folder.glob(f"{glob_escape(session_id)}*.jsonl")) if folder.is_dir() else []
+    return matches[0] if len(matches) == 1 else None
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def latest_for_cwd(home: str | Path, cwd: str | Path) -> Path | None:
+    """The most recently used session that was started in ``cwd``."""
+    want = str(Path(cwd).absolute())
+    for state in list_sessions(home):
+        if state.cwd == want:
+            return state.path
+    return None
+
+
+def format_sessions(states: list[SessionState]) -> list[str]:
+    lines = []
+    for s in states:
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started)) if s.started else "?"
+        lines.append(f"{s.id}  {started}  {s.cwd}  {s.model}  turns={s.turns} "
+                     f"tokens={s.tokens}  {s.summary!r}")
+    return lines
