@@ -236,7 +236,10 @@ def main(argv: list[str] | None = None) -> int:
             return sessions_command(argv[1:], resolve_home)
         parser = build_parser()
         known, extra = split_extra(parser, argv) if "--reflect" in " ".join(argv) else (argv, [])
-        args = parser.parse_args(known)
+        try:
+            args = parser.parse_args(known)
+        except SystemExit as e:  # --help, or a usage error already printed by argparse
+            return e.code if isinstance(e.code, int) else 2
         setup_logging(args.verbose)
         home = resolve_home(args.home)
         if args.task_dir and args.input is not None and not args.bg:

@@ -1,0 +1,26 @@
+"""A reflect script: run one small task every minute.
+
+    ga --reflect examples/reflect_every_minute.py --task "Append the time to heartbeat.txt"
+
+``--task TEXT`` (optional) replaces the default prompt; ``--once`` stops after one run.
+"""
+
+INTERVAL = 60  # seconds between check() calls
+ONCE = False
+TASK = "Append one line with the current date and time to heartbeat.txt in the working directory."
+
+
+def init(args):
+    """Called once with the extra --key value pairs from the command line."""
+    global TASK, ONCE
+    TASK = args.get("task") or TASK
+    ONCE = bool(args.get("once", ONCE))
+
+
+def check():
+    """Return a prompt to run it now, None to wait, '/exit' to stop."""
+    return TASK
+
+
+def on_done(result):
+    print(f"[reflect_every_minute] done: {result[:200]}")

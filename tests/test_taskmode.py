@@ -1,0 +1,128 @@
+"""Task mode (--task DIR): the file protocol of SPEC §7; func mode; --bg."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from frontends.cli import main
+from sessions import load_session
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 30
+ROUND_END = "[ROUND END]"
+
+
+def script(tmp_path, steps, name="script.yaml") -> str:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(steps, allow_unicode=True))
+    return f"scripted:{p}"
+
+
+def wait_for(predicate, what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def ends_round(path: Path) -> bool:
+    return path.exists() and path.read_text().rstrip().endswith(ROUND_END)
+
+
+def test_two_rounds_with_keyinfo_intervene_and_stop(tmp_path, home):
+    task = tmp_path / "child"
+    steps = [
+        {"text": "round one answer"},
+        {"text": "<summary>look</summary>looking", "tool_calls": [
+            {"name": "code_run", "args": {"type": "bash", "script": "echo looked"}}]},
+        {"text": "<summary>long</summary>long run", "tool_calls": [
+            {"name": "code_run", "args": {"type": "bash",
+                                          "script": "echo started-$((40+2)); sleep 60"}}]},
+        {"text": "never reached"}]
+    env = {**os.environ, "GA_HOME": str(home), "PYTHONPATH": str(ROOT),
+           "GA_TASK_REPLY_WAIT": str(TIMEOUT)}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "ga.py"), "-m", script(tmp_path, steps),
+                             "--task", str(task), "--input", "first question"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: ends_round(task / "output.txt"), "round 1")
+        assert "round one answer" in (task / "output.txt").read_text()
+        (task / "_keyinfo").write_text("master fact: use port 9")
+        (task / "_intervene").write_text("hurry up")
+        (task / "reply.txt").write_text("second question")
+        out1 = task / "output1.txt"
+        wait_for(lambda: out1.exists() and "started-42" in out1.read_text(), "the long run")
+        assert not (task / "reply.txt").exists()
+        (task / "_stop").write_text("")
+        wait_for(lambda: ends_round(out1), "the stopped round 2 to end")
+        assert "never reached" not in out1.read_text()
+        (task / "_stop").write_text("")  # while waiting for a reply: end the child
+        _, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+    assert not (task / "_stop").exists() and not (task / "_keyinfo").exists()
+    sid = err.split("ga --resume ")[-1].split(")")[0]
+    state = load_session(home / "sessions" / f"{sid}.jsonl")
+    assert "[MASTER] master fact: use port 9" in state.working["key_info"]
+    sent = [b.get("text", "") for m in state.history if m["role"] == "user"
+            for b in m["content"]]
+    assert any("[MASTER] hurry up" in t for t in sent)
+    assert "second question" in sent and "first question" in sent
+
+
+def test_input_clears_old_outputs_and_history_json_seeds(tmp_path, home, monkeypatch, capsys):
+    monkeypatch.setenv("GA_TASK_REPLY_WAIT", "0")
+    task = tmp_path / "child"
+    task.mkdir()
+    (task / "output3.txt").write_text("stale")
+    (task / "_history.json").write_text(json.dumps([
+        {"role": "user", "content": [{"type": "text", "text": "old question"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "old answer"}]}]))
+    code = main(["-m", script(tmp_path, [{"text": "fresh answer"}]), "--task", str(task),
+                 "--input", "new question"])
+    assert code == 0
+    assert not (task / "output3.txt").exists()
+    assert (task / "input.txt").read_text() == "new question"
+    out = (task / "output.txt").read_text()
+    assert "fresh answer" in out and out.rstrip().endswith(ROUND_END)
+    state = load_session(next((home / "sessions").glob("*.jsonl")))
+    texts = [b.get("text") for m in state.history for b in m["content"]]
+    assert texts[:3] == ["old question", "old answer", "new question"]
+
+
+def test_task_mode_without_input_is_a_usage_error(tmp_path, capsys):
+    assert main(["-m", script(tmp_path, [{"text": "x"}]), "--task", str(tmp_path / "t")]) == 2
+    assert "input.txt" in capsys.readouterr().err
+
+
+def test_func_mode_writes_stem_out_txt(tmp_path, capsys):
+    job = tmp_path / "jobs" / "summarise.txt"
+    job.parent.mkdir()
+    job.write_text("summarise the thing")
+    assert main(["-m", script(tmp_path, [{"text": "the summary"}]), "--func", str(job)]) == 0
+    assert (job.parent / "summarise.out.txt").read_text().strip() == "the summary"
+
+
+def test_bg_detaches_and_prints_the_pid(tmp_path, home, monkeypatch, capsys):
+    monkeypatch.setenv("GA_TASK_REPLY_WAIT", "0")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    task = tmp_path / "bgchild"
+    code = main(["-m", script(tmp_path, [{"text": "bg answer"}]), "--task", str(task),
+                 "--input", "go", "--bg"])
+    assert code == 0
+    pid = int(capsys.readouterr().out.strip())
+    assert pid != os.getpid()
+    assert (task / "input.txt").read_text() == "go"
+    wait_for(lambda: ends_round(task / "output.txt"), "the background child")
+    assert "bg answer" in (task / "output.txt").read_text()
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
