@@ -1,0 +1,205 @@
+"""Each provider kind × tool mode through the real SDKs against the local test server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from llm_server import KIND_PATHS, Reply, llm_server, run_chat, tool_schema, write_config
+
+import llmcore
+from llmcore.base import ThinkingChunk
+
+__all__ = ["llm_server"]
+KINDS = ["openai", "openai-responses", "anthropic"]
+TOOLS = [tool_schema("file_read", path="string"), tool_schema("code_run", script="string")]
+
+
+def client_for(home, server, **prof):
+    prof.setdefault("model", "test-model")
+    cfg = write_config(home, server, p=prof)
+    return llmcore.make_client("p", config_path=cfg, home=home)
+
+
+def native_turn(text: str = "Reading both.") -> Reply:
+    return Reply(text=text, thinking="let me think",
+                 tool_calls=[("file_read", '{"path": "a.txt"}'), ("code_run", '{"script": "ls"}')])
+
+
+def text_turn() -> Reply:
+    return Reply(text='Reading.\n<tool_use>{"name": "file_read", "arguments": {"path": "a.txt"}}'
+                      '</tool_use>\n<tool_call>{"name": "code_run", "arguments": {"script": "ls"}}'
+                      "</tool_call>", thinking="let me think")
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_multi_turn_tool_task(home, llm_server, kind, mode):
+    client = client_for(home, llm_server, provider=kind, tool_mode=mode)
+    llm_server.queue(native_turn() if mode == "native" else text_turn(), Reply(text="All done."))
+    first = [{"role": "system", "content": "You are a test."}, {"role": "user", "content": "go"}]
+    chunks, resp = run_chat(client, first, TOOLS)
+    assert [tc.function.name for tc in resp.tool_calls] == ["file_read", "code_run"]
+    assert json.loads(resp.tool_calls[0].function.arguments) == {"path": "a.txt"}
+    assert resp.stop_reason == "tool_use"
+    assert resp.thinking == "let me think"
+    assert any(isinstance(c, ThinkingChunk) for c in chunks)
+    assert len([c for c in chunks if not isinstance(c, ThinkingChunk)]) > 1  # streamed
+    results = [{"tool_use_id": tc.id, "content": f"result {i}"}
+               for i, tc in enumerate(resp.tool_calls)]
+    _, resp2 = run_chat(client, [{"role": "user", "content": "next", "tool_results": results}],
+                        TOOLS)
+    assert resp2.content == "All done." and not resp2.tool_calls
+    sent = json.dumps(llm_server.bodies(KIND_PATHS[kind])[-1])
+    assert "result 0" in sent and "result 1" in sent
+    assert client.total_usage.input == 200 and client.total_usage.cached == 40
+    assert client.total_usage.output == 20
+    assert [m["role"] for m in client.history] == ["user", "assistant", "user", "assistant"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_native_mode_sends_tools_in_api_field(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind)
+    llm_server.queue(Reply(text="hi"))
+    run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
+    body = llm_server.bodies()[-1]
+    assert len(body["tools"]) == 2 and "tool_use>" not in json.dumps(body)
+
+
+def test_openai_assistant_tool_message_has_empty_string_content(home, llm_server):
+    client = client_for(home, llm_server, provider="openai")
+    llm_server.queue(Reply(tool_calls=[("file_read", '{"path": "a"}')]), Reply(text="ok"))
+    _, resp = run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
+    run_chat(client, [{"role": "user", "content": "",
+                       "tool_results": [{"tool_use_id": resp.tool_calls[0].id, "content": "x"}]}])
+    assistant = llm_server.bodies()[-1]["messages"][1]
+    assert assistant["role"] == "assistant" and assistant["content"] == ""
+
+
+def test_openai_reasoning_content_round_trips_for_compatible_vendor(home, llm_server):
+    client = client_for(home, llm_server, provider="openai", model="deepseek-reasoner")
+    llm_server.queue(Reply(text="a", thinking="deep thought"), Reply(text="b"))
+    run_chat(client, [{"role": "user", "content": "go"}])
+    run_chat(client, [{"role": "user", "content": "more"}])
+    assistant = llm_server.bodies()[-1]["messages"][1]
+    assert assistant["reasoning_content"] == "deep thought"
+
+
+def test_openai_reasoning_model_uses_max_completion_tokens(home, llm_server):
+    client = client_for(home, llm_server, provider="openai", model="gpt-5.4",
+                        reasoning_effort="high", temperature=0.3, max_tokens=1234)
+    llm_server.queue(Reply(text="a"))
+    run_chat(client, [{"role": "user", "content": "go"}])
+    body = llm_server.bodies()[-1]
+    assert body["max_completion_tokens"] == 1234 and "max_tokens" not in body
+    assert body["reasoning_effort"] == "high" and "temperature" not in body
+
+
+@pytest.mark.parametrize(("model", "given", "sent"), [
+    ("kimi-k2.5", 0.3, 1.0), ("glm-4.6", 0.0, 0.01), ("glm-4.6", 1.5, 1.0), ("qwen3", 0.2, 0.2)])
+def test_vendor_temperature_quirks(home, llm_server, model, given, sent):
+    client = client_for(home, llm_server, provider="openai", model=model, temperature=given)
+    llm_server.queue(Reply(text="a"))
+    run_chat(client, [{"role": "user", "content": "go"}])
+    assert llm_server.bodies()[-1]["temperature"] == sent
+
+
+def test_anthropic_cache_markers_thinking_and_effort(home, llm_server):
+    client = client_for(home, llm_server, provider="anthropic", thinking="enabled",
+                        thinking_budget=2048, reasoning_effort="high")
+    llm_server.queue(Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    run_chat(client, [{"role": "system", "content": "SYS"}, {"role": "user", "content": "u1"}])
+    run_chat(client, [{"role": "user", "content": "u2"}])
+    run_chat(client, [{"role": "user", "content": "u3"}])
+    body = llm_server.bodies()[-1]
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    marked = [m["content"][-1]["text"] for m in body["messages"]
+              if "cache_control" in m["content"][-1]]
+    assert marked == ["u2", "u3"]
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert body["output_config"] == {"effort": "high"}
+
+
+def test_anthropic_thinking_signature_round_trips(home, llm_server):
+    client = client_for(home, llm_server, provider="anthropic", thinking="adaptive")
+    llm_server.queue(Reply(text="a", thinking="hmm"), Reply(text="b"))
+    run_chat(client, [{"role": "user", "content": "go"}])
+    run_chat(client, [{"role": "user", "content": "more"}])
+    first = llm_server.bodies()[-1]["messages"][1]["content"][0]
+    assert first == {"type": "thinking", "thinking": "hmm", "signature": "sig-3"}
+    assert llm_server.bodies()[-1]["thinking"] == {"type": "adaptive"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("stop", ["max_tokens", "refusal"])
+def test_truncation_and_refusal_reach_the_loop(home, llm_server, kind, stop):
+    client = client_for(home, llm_server, provider=kind)
+    llm_server.queue(Reply(text="partial", stop=stop))
+    _, resp = run_chat(client, [{"role": "user", "content": "go"}])
+    assert resp.stop_reason == stop and resp.content == "partial"
+
+
+def test_text_mode_tool_list_resent_only_when_changed_or_every_ten_turns(home, llm_server):
+    client = client_for(home, llm_server, provider="openai", tool_mode="text")
+    for turn in range(15):
+        llm_server.queue(Reply(text=f"turn {turn}"))
+        tools = TOOLS if turn != 3 else TOOLS[:1]
+        run_chat(client, [{"role": "user", "content": f"u{turn}"}], tools)
+    sent = [body["messages"][-1]["content"] for body in llm_server.bodies()]
+    with_list = [i for i, text in enumerate(sent) if "Available tools" in text]
+    assert with_list == [0, 3, 4, 14]  # first, changed, changed back, 10 turns later
+    assert "tools" not in llm_server.bodies()[0]
+
+
+def test_text_mode_json_array_and_bad_json(home, llm_server):
+    client = client_for(home, llm_server, provider="openai", tool_mode="text")
+    array = '```json\n[{"name": "file_read", "arguments": {"path": "x"}}]\n```'
+    broken = '<tool_use>{"name": "code_run", "arguments": {"script": </tool_use>'
+    llm_server.queue(Reply(text=array), Reply(text=broken))
+    _, resp = run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
+    assert [(t.function.name, json.loads(t.function.arguments)) for t in resp.tool_calls] == [
+        ("file_read", {"path": "x"})]
+    _, resp = run_chat(client, [{"role": "user", "content": "again", "tool_results": [
+        {"tool_use_id": resp.tool_calls[0].id, "content": "r"}]}], TOOLS)
+    assert resp.tool_calls[0].function.name == "code_run"
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(resp.tool_calls[0].function.arguments)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_invalid_streamed_tool_arguments_are_passed_raw(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind)
+    llm_server.queue(Reply(tool_calls=[("code_run", '{"script": "x"')]), Reply(text="ok"))
+    _, resp = run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
+    assert resp.tool_calls[0].function.arguments == '{"script": "x"'
+    run_chat(client, [{"role": "user", "content": "", "tool_results": [
+        {"tool_use_id": resp.tool_calls[0].id, "content": "bad json"}]}], TOOLS)
+    assert "bad json" in json.dumps(llm_server.bodies()[-1])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_api_key_never_leaks(home, llm_server, kind, monkeypatch, caplog):
+    secret = "sk-test-SECRET-0123456789abcdef"
+    monkeypatch.setenv("MY_KEY", secret)
+    client = client_for(home, llm_server, provider=kind, api_key_env="MY_KEY")
+    llm_server.queue(Reply(status=500, message=f"bad key {secret}"), Reply(text="fine"),
+                     Reply(status=401, message=f"Incorrect API key provided: {secret}"))
+    run_chat(client, [{"role": "system", "content": "s"}, {"role": "user", "content": "go"}])
+    with pytest.raises(llmcore.LLMError) as err:
+        run_chat(client, [{"role": "user", "content": "again"}])
+    headers = json.dumps(llm_server.requests[0]["headers"])
+    assert secret in headers  # the key did reach the server …
+    logs = "".join(p.read_text() for p in (home / "logs").iterdir())
+    assert "go" in logs and "fine" in logs
+    for text in (str(err.value), logs, caplog.text, repr(client.history)):
+        assert secret not in text  # … and nowhere else
+    assert err.value.status == 401 and "API key" in str(err.value)
+
+
+def test_log_records_prompts_and_responses(home, llm_server):
+    client = client_for(home, llm_server, provider="openai")
+    llm_server.queue(Reply(text="the answer", tool_calls=[("file_read", '{"path": "q"}')]))
+    run_chat(client, [{"role": "system", "content": "SYSTEM"}, {"role": "user", "content": "Q?"}])
+    (log,) = (home / "logs").iterdir()
+    text = log.read_text()
+    assert "SYSTEM" in text and "Q?" in text and "the answer" in text and "file_read" in text
