@@ -296,6 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
         text = data if isinstance(data, str) else json.dumps(data)
         raw = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
         payload = raw.encode()
+        self.server.owner.sent.append((time.perf_counter(), text))
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
         self.wfile.flush()
 
@@ -311,6 +312,7 @@ class LLMServer:
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.requests: list[dict] = []
+        self.sent: list[tuple[float, str]] = []  # (perf_counter, SSE data) per event sent
         self.default = Reply(text="(no reply queued)")
         self._lock = threading.Lock()
         self._httpd: _Server | None = None
