@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from agent_loop import Hooks
 from ga import USER_TOOLS, GenericAgent, PluginAPI, handler_with_plugins, load_plugins
@@ -91,15 +92,32 @@ def split_extra(parser, argv: list[str]) -> tuple[list[str], list[str]]:
     return known, extra
 
 
-def setup_logging(verbose: bool) -> None:
-    import logging
+class StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of the message."""
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("ga: %(message)s"))
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass  # always the current sys.stderr
+
+
+def setup_logging(verbose: bool) -> Callable[[], None]:
+    """Diagnostics to stderr as ``ga: ...``; returns a function that undoes it."""
     root = logging.getLogger("ga")
+    saved = (list(root.handlers), root.level, root.propagate)
+    handler = StderrHandler()
+    handler.setFormatter(logging.Formatter("ga: %(message)s"))
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO if verbose else logging.WARNING)
     root.propagate = False
+
+    def restore() -> None:
+        root.handlers[:], root.level, root.propagate = saved
+
+    return restore
 
 
 def make_agent(args, home: Path) -> GenericAgent:
@@ -223,6 +241,15 @@ def background(args, argv: list[str], home: Path) -> int:
     return taskmode.spawn_background(argv, log_path)
 
 
+def run_args(args, extra: list[str], argv: list[str]) -> int:
+    home = resolve_home(args.home)
+    if args.task_dir and args.input is not None and not args.bg:
+        from .taskmode import write_input
+
+        write_input(Path(args.task_dir), args.input)
+    return dispatch(args, extra, argv, home)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -240,13 +267,11 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(known)
         except SystemExit as e:  # --help, or a usage error already printed by argparse
             return e.code if isinstance(e.code, int) else 2
-        setup_logging(args.verbose)
-        home = resolve_home(args.home)
-        if args.task_dir and args.input is not None and not args.bg:
-            from .taskmode import write_input
-
-            write_input(Path(args.task_dir), args.input)
-        return dispatch(args, extra, argv, home)
+        restore_logging = setup_logging(args.verbose)
+        try:
+            return run_args(args, extra, argv)
+        finally:
+            restore_logging()
     except ConfigError as e:
         print(f"ga: {e}", file=sys.stderr)
         return 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import IO, Callable
 
@@ -13,6 +14,7 @@ JSON_EVENTS = ("task_start", "turn", "text", "thinking", "tool_call", "tool_resu
                "task_end")
 COMPACT_PROGRESS_LINES = 8
 PANEL_CHARS = 4000
+SUMMARY_TAG = re.compile(r"<summary>(.*?)</summary>\s*", re.DOTALL)
 LIVE_MARGIN_ROWS = 3  # rows left free below the live reply preview
 
 
@@ -192,7 +194,7 @@ class LiveRenderer(TextRenderer):
 
         self._live.stop()
         self._live = None
-        text = _clean_content(self._reply)
+        text = SUMMARY_TAG.sub(r"» \1\n\n", _clean_content(self._reply))
         self._reply = ""
         if text:
             self.console.print(Markdown(text))

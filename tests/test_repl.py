@@ -136,3 +136,19 @@ def test_piped_stdin_runs_one_shot(tmp_path, home):
     assert "piped answer" in proc.stdout
     journal = next((home / "sessions").glob("*.jsonl")).read_text()
     assert "task from stdin" in journal
+
+
+def test_ctrl_c_in_one_shot_kills_the_run_and_exits_130(tmp_path, home):
+    model = write_script(tmp_path / "long.yaml", [
+        {"text": "<summary>long</summary>running", "tool_calls": [
+            {"name": "code_run", "args": {"type": "bash", "script": LONG_RUN}}]}])
+    child = spawn(home, "-m", f"scripted:{model}", "run the long job")
+    child.expect("started-42")
+    pid = int((Path.cwd() / "sleeper.pid").read_text())
+    child.sendintr()
+    child.expect("interrupted")
+    child.expect(r"ga: session (\S+)")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    assert wait_gone(pid)
