@@ -69,7 +69,7 @@ def first_chunk_delay(server: LLMServer, home: Path, kind: str) -> float:
         server.queue(Reply(text="hello-first-chunk", chunk=17, stall_after=2, stall=0.01))
         server.sent.clear()
         gen = client.chat([{"role": "user", "content": "hi"}])
-        for chunk in gen:
+        for _chunk in gen:
             got = time.perf_counter()
             sent = next(t for t, data in server.sent if "hello-first-chunk" in data)
             delays.append(got - sent)

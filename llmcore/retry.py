@@ -154,7 +154,7 @@ def retrying(*, max_retries: int, backoff_base: float, backoff_max: float,
              retry_after_cap: float, abort: threading.Event, budget: TurnBudget,
              before_sleep: Callable[[RetryCallState], None]) -> Retrying:
     """The tenacity policy: retryable ``ProviderFailure`` only, abort-aware sleeps."""
-    backoff = wait_exponential_jitter(initial=backoff_base, max=backoff_max,
+    backoff = wait_exponential_jitter(multiplier=backoff_base, max=backoff_max,
                                       jitter=backoff_base / 2)
 
     def wait(state: RetryCallState) -> float:

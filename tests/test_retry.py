@@ -1,0 +1,194 @@
+"""Retries, idle timeouts, in-stream errors, final errors and abort, through the real SDKs."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from llm_server import Reply, llm_server, run_chat, write_config
+
+import llmcore
+from llmcore.retry import classify
+
+__all__ = ["llm_server"]
+KINDS = ["openai", "openai-responses", "anthropic"]
+GO = [{"role": "user", "content": "go"}]
+
+
+def client_for(home, server, **prof):
+    prof.setdefault("model", "test-model")
+    cfg = write_config(home, server, p=prof)
+    client = llmcore.make_client("p", config_path=cfg, home=home)
+    client.events = []
+    client.on_event = client.events.append
+    return client
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("status", [408, 409, 425, 429, 500, 503, 529])
+def test_transient_status_is_retried(home, llm_server, kind, status):
+    client = client_for(home, llm_server, provider=kind)
+    llm_server.queue(Reply(status=status), Reply(text="recovered"))
+    _, resp = run_chat(client, GO)
+    assert resp.content == "recovered" and len(llm_server.requests) == 2
+    assert client.events[0]["type"] == "retry" and client.events[0]["status"] == status
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_retry_after_is_honoured(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind, backoff_base=5)
+    llm_server.queue(Reply(status=429, retry_after="0.05"), Reply(text="ok"))
+    _, resp = run_chat(client, GO)
+    assert resp.content == "ok" and client.events[0]["wait"] == pytest.approx(0.05)
+
+
+def test_retry_after_above_cap_fails_fast_with_reason(home, llm_server):
+    client = client_for(home, llm_server, provider="openai", retry_after_cap=5)
+    llm_server.queue(Reply(status=429, retry_after="3600"), Reply(text="never"))
+    with pytest.raises(llmcore.LLMError) as err:
+        run_chat(client, GO)
+    assert err.value.status == 429 and "3600" in str(err.value)
+    assert len(llm_server.requests) == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("status", [401, 403])
+def test_auth_errors_are_final_at_once(home, llm_server, kind, status):
+    client = client_for(home, llm_server, provider=kind)
+    llm_server.queue(Reply(status=status, message="invalid x-api-key"), Reply(text="never"))
+    with pytest.raises(llmcore.LLMError) as err:
+        run_chat(client, GO)
+    assert err.value.status == status and "authentication failed" in str(err.value)
+    assert len(llm_server.requests) == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_last_retry_gives_a_clear_error(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind, max_retries=2)
+    llm_server.queue(*[Reply(status=503, message="down for maintenance")] * 3)
+    with pytest.raises(llmcore.LLMError) as err:
+        run_chat(client, GO)
+    assert len(llm_server.requests) == 3
+    assert str(err.value) == f"p [{kind}]: 503: down for maintenance"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dropped_stream_is_retried(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind)
+    llm_server.queue(Reply(text="abcdefghijkl", drop_after=3),
+                     Reply(text="whole", tool_calls=[("f", "{}")]))
+    _, resp = run_chat(client, GO)
+    assert resp.content == "whole" and resp.tool_calls[0].function.name == "f"
+    assert len(llm_server.requests) == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_stream_cut_inside_a_tool_call_is_reported_not_replayed(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind)
+    args = '{"path": "a-rather-long-file-name.txt"}'
+    events = {"openai": 4, "openai-responses": 6, "anthropic": 7}[kind]
+    llm_server.queue(Reply(text="abc", tool_calls=[("file_read", args)], drop_after=events))
+    _, resp = run_chat(client, GO)
+    assert resp.stop_reason == "error" and resp.tool_calls == []
+    assert len(llm_server.requests) == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_silent_stream_is_cut_and_retried(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind, read_timeout=0.3)
+    llm_server.queue(Reply(text="slow", stall_after=1, stall=2.0), Reply(text="fast"))
+    _, resp = run_chat(client, GO)
+    assert resp.content == "fast" and client.events[0]["status"] == "timeout"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_error_event_in_200_stream_is_retried_before_output(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind)
+    llm_server.queue(Reply(text="xx", error_after=1, message="Overloaded"), Reply(text="ok"))
+    _, resp = run_chat(client, GO)
+    assert resp.content == "ok" and client.events[0]["status"] == 529
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_error_event_after_output_ends_the_reply_as_error(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind)
+    skip = {"openai": 3, "openai-responses": 4, "anthropic": 5}[kind]
+    llm_server.queue(Reply(text="abcdefgh", error_after=skip, message="Overloaded"))
+    _, resp = run_chat(client, GO)
+    assert resp.stop_reason == "error" and resp.content.startswith("abcd")
+    assert len(llm_server.requests) == 1
+
+
+def test_responses_failed_event_is_retried_then_final(home, llm_server):
+    client = client_for(home, llm_server, provider="openai-responses", max_retries=1)
+    llm_server.queue(*[Reply(stop="failed", message="server had an error")] * 2)
+    with pytest.raises(llmcore.LLMError) as err:
+        run_chat(client, GO)
+    assert err.value.status == 500 and len(llm_server.requests) == 2
+
+
+def test_responses_failed_with_bad_request_is_not_retried(home, llm_server):
+    client = client_for(home, llm_server, provider="openai-responses")
+    llm_server.queue(Reply(stop="failed", error_type="invalid_prompt", message="bad prompt"))
+    with pytest.raises(llmcore.LLMError):
+        run_chat(client, GO)
+    assert len(llm_server.requests) == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_context_length_error_forces_one_trim_and_one_retry(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind, context_win=100000)
+    big = "x" * 40000
+    client.history = [m for i in range(6) for m in (
+        {"role": "user", "content": [{"type": "text", "text": f"q{i} {big}"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": f"a{i}"}]})]
+    too_long = Reply(status=400, error_type="invalid_request_error",
+                     message="prompt is too long: 250000 tokens > 200000 maximum")
+    llm_server.queue(too_long, Reply(text="fits now"))
+    _, resp = run_chat(client, GO)
+    assert resp.content == "fits now"
+    sizes = [len(str(b)) for b in llm_server.bodies()]
+    assert sizes[1] < sizes[0] / 1.5
+    llm_server.queue(too_long, too_long)
+    with pytest.raises(llmcore.LLMError) as err:
+        run_chat(client, GO)
+    assert "too long" in str(err.value)
+
+
+def test_abort_stops_a_retry_wait_at_once(home, llm_server):
+    client = client_for(home, llm_server, provider="openai")
+    llm_server.queue(Reply(status=429, retry_after="30"), Reply(text="late"))
+    threading.Timer(0.3, client.abort).start()
+    _, resp = run_chat(client, GO)
+    assert resp.stop_reason == "aborted" and len(llm_server.requests) == 1
+    llm_server.replies.clear()
+    llm_server.queue(Reply(text="works again"))
+    assert run_chat(client, GO)[1].content == "works again"
+
+
+def test_abort_stops_a_stream(home, llm_server):
+    client = client_for(home, llm_server, provider="anthropic")
+    llm_server.queue(Reply(text="a" * 40, stall_after=4, stall=30))
+    gen = client.chat(GO)
+    first = next(gen)
+    threading.Timer(0.2, client.abort).start()
+    rest = list(_drain(gen))
+    assert first == "aaaa" and rest[-1].stop_reason == "aborted"
+
+
+def _drain(gen):
+    while True:
+        try:
+            yield next(gen)
+        except StopIteration as stop:
+            yield stop.value
+            return
+
+
+def test_classify_connection_errors_as_retryable():
+    import httpx2
+
+    fail = classify(httpx2.ReadTimeout("idle"), 60)
+    assert fail.retryable and fail.status == "timeout"
+    fail = classify(httpx2.RemoteProtocolError("peer closed"), 60)
+    assert fail.retryable and fail.status == "connection"
