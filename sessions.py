@@ -220,6 +220,8 @@ def _apply(state: SessionState, r: dict) -> None:
         state.model = str(r.get("model") or state.model)
     elif kind == "model":
         state.model = str(r.get("name") or state.model)
+    elif kind == "llm_model_switch":
+        state.model = str(r.get("to") or state.model)
     elif kind == "task_start":
         state.tasks += 1
         state.first_prompt = state.first_prompt or str(r.get("prompt") or "")

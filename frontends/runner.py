@@ -75,7 +75,16 @@ class Session:
         self.journal = journal
         self.client_factory = client_factory
         agent.listeners.append(self._journal_event)
+        self._watch_client(agent.llmclient)
         self.aborted = False
+
+    def _watch_client(self, client: Any) -> None:
+        """Provider events (retries, failover switches) go to the journal too."""
+        if hasattr(client, "on_event"):
+            client.on_event = self._client_event
+
+    def _client_event(self, event: dict) -> None:
+        self.journal.write(dict(event, type=f"llm_{event.get('type', 'event')}"))
 
     @property
     def id(self) -> str:
@@ -176,6 +185,7 @@ class Session:
             new.history = list(client.history)
             new.system = client.system
             self.agent.llmclient = new
+            self._watch_client(new)
         self.journal.write({"type": "model", "name": self.agent.llmclient.name})
         return self.agent.llmclient.name
 

@@ -117,6 +117,12 @@ def test_second_ctrl_c_quits_and_resume_picker_restores(two_models):
     sid = next((two_models / "sessions").glob("*.jsonl")).stem
     child = spawn(two_models)
     child.expect("ga> ")
+    child.sendline("/session.temperature=0.2")
+    child.expect("temperature = 0.2")
+    child.sendline("/session.bogus=1")
+    child.expect("error: .*bogus")
+    child.sendline("/help")
+    child.expect("/resume")
     child.sendline("/resume")
     child.expect(sid)
     child.expect("session> ")

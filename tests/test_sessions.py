@@ -202,3 +202,10 @@ def test_resume_after_sigkill_mid_task_sees_same_key_info_and_history(home, tmp_
     first_message = client.calls[0]["messages"][-1]["content"]
     assert "target is port 8042" in first_message
     assert agent.history_info[: len(before.history_info)] == before.history_info
+    # the same through the command line: the resumed session carries on in the same journal
+    assert main(["-m", script(tmp_path, [{"text": "cli resumed"}], "r.yaml"), "--json",
+                 "--resume", path.stem, "carry on"]) == 0
+    after = load_session(path)
+    assert after.history[: len(seen_history)] == seen_history
+    assert after.working["key_info"].startswith("target is port 8042")
+    assert after.tasks == 2
