@@ -103,6 +103,13 @@ def test_torn_last_line_is_skipped_and_reported(home, tmp_path, capsys):
     assert "unreadable" in capsys.readouterr().err
     again = load_session(path)
     assert len(again.torn) == 1 and again.tasks == 2
+    readable = []
+    for line in path.read_text().splitlines():
+        try:
+            readable.append(json.loads(line)["type"])
+        except json.JSONDecodeError:
+            continue
+    assert "session_resume" in readable
 
 
 def test_sessions_command_lists_id_model_prompt_turns_tokens(home, tmp_path, capsys):
