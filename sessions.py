@@ -45,6 +45,19 @@ def env_secrets() -> list[str]:
                    if SECRET_ENV.search(k) and len(v) >= SECRET_MIN_CHARS), key=len, reverse=True)
 
 
+def ends_with_newline(path: Path) -> bool:
+    """True for a missing or empty file, or one whose last byte is a newline."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return True
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+    except FileNotFoundError:
+        return True
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, default=str)
 
@@ -95,8 +108,7 @@ class Journal:
         if self._file is not None:
             return self._file
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        torn = self.path.exists() and not self.path.read_bytes().endswith(b"\n") \
-            and self.path.stat().st_size > 0
+        torn = not ends_with_newline(self.path)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
         if torn:
             self._file.write("\n")
@@ -111,7 +123,8 @@ class Journal:
     def _write(self, record: dict) -> None:
         record.setdefault("time", time.time())
         line = _dumps(record)
-        for secret in self._secrets:
+        client_keys = getattr(self.agent.llmclient, "_secrets", None) or ()
+        for secret in [*self._secrets, *(k for k in client_keys if isinstance(k, str) and k)]:
             line = line.replace(secret, REDACTED)
         f = self._file
         f.write(line + "\n")

@@ -216,3 +216,25 @@ def test_resume_after_sigkill_mid_task_sees_same_key_info_and_history(home, tmp_
     assert after.history[: len(seen_history)] == seen_history
     assert after.working["key_info"].startswith("target is port 8042")
     assert after.tasks == 2
+
+
+def test_journal_redacts_the_clients_config_keys(home, tmp_path):
+    from llmcore import make_client
+
+    config = home / "config.yaml"
+    config.write_text(yaml.safe_dump({"models": {"local": {
+        "provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+        "api_key": "cfg-key-abcdef-987654"}}}))
+    client = make_client("local", config_path=str(config), home=home)
+
+    class Agent:
+        cwd = tmp_path
+        handler = None
+        history_info: list = []
+        llmclient = client
+
+    journal = Journal(home, Agent())
+    journal.write({"type": "tool_result", "data": "api_key: cfg-key-abcdef-987654"})
+    journal.close()
+    text = journal.path.read_text()
+    assert "cfg-key-abcdef-987654" not in text and "***" in text
