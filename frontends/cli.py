@@ -203,6 +203,8 @@ def dispatch(args, extra: list[str], argv: list[str], home: Path) -> int:
         return background(args, argv, home)
     if extra and not args.reflect:
         raise ConfigError(None, extra[0], "unknown option")
+    if args.input is not None and not args.task_dir:
+        raise ConfigError(None, "--input", "only with --task DIR")
     task = " ".join(args.task).strip()
     interactive = not task and sys.stdin.isatty() and not (args.task_dir or args.func
                                                            or args.reflect)

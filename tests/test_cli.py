@@ -69,3 +69,8 @@ def test_unknown_option_is_a_usage_error(tmp_path, capsys):
 def test_bg_needs_task_or_func(tmp_path, capsys):
     assert main(["-m", script(tmp_path, [{"text": "x"}]), "--bg", "go"]) == 2
     assert "--bg" in capsys.readouterr().err
+
+
+def test_input_needs_task_dir(tmp_path, capsys):
+    assert main(["-m", script(tmp_path, [{"text": "x"}]), "--input", "hi", "go"]) == 2
+    assert "--input" in capsys.readouterr().err
