@@ -20,6 +20,7 @@ from typing import Any, Generator, Literal
 
 from agent_loop import BaseHandler, Hooks, StepOutcome, agent_runner_loop, json_default, log
 from llmcore.base import ConfigError
+from memory.archive import Transcript
 from memory.prompt import (
     build_system_prompt,
     insight_reminder,
@@ -508,6 +509,8 @@ class GenericAgent:
         self.intervene: str | None = None
         self._turn_end_hooks: dict[str, Any] = {}
         self.listeners: list[Any] = []
+        self.session_id = time.strftime("%Y%m%d-%H%M%S-") + os.urandom(2).hex()
+        self.transcript = Transcript()
         self.tasks: queue.Queue = queue.Queue()
         self.is_running = False
 
@@ -557,6 +560,7 @@ class GenericAgent:
         """Continue a saved conversation: provider history, turn summaries, working memory."""
         self.llmclient.history = list(history or [])
         self.history_info[:] = list(history_info or [])
+        self.transcript = Transcript(self.history_info)
         self.handler = None
         if working:
             self.handler = self.handler_cls(self, self.cwd)
@@ -569,6 +573,7 @@ class GenericAgent:
                 "history_info": list(self.history_info), "working": working}
 
     def _emit(self, event: dict) -> dict:
+        self.transcript.record(event)
         for listener in self.listeners:
             listener(event)
         return event
@@ -606,7 +611,15 @@ class GenericAgent:
             self.is_running = False
         end = task_end_event(result, handler.current_turn)
         yield self._emit(end)
+        self._archive()
         return end
+
+    def _archive(self) -> None:
+        """Keep the finished session in L4 (one file per session, rewritten each task)."""
+        try:
+            self.memory.archive_session(self.session_id, self.transcript.events)
+        except OSError as e:
+            log.warning("could not archive the session in L4: %s", e)
 
     def _relay(self, loop: Generator) -> Generator[dict, None, dict]:
         while True:

@@ -93,6 +93,7 @@ class Journal:
     def __init__(self, home: str | Path, agent: Any, session_id: str | None = None,
                  state: SessionState | None = None) -> None:
         self.id = session_id or new_id()
+        agent.session_id = self.id  # L4 archives under the journal's id
         self.path = sessions_dir(home) / f"{self.id}.jsonl"
         self.agent = agent
         self.resumed = state is not None

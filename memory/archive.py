@@ -152,3 +152,30 @@ def archive_session(l4_dir: Path, session_id: str, events: list[dict], *,
             (l4_dir / f"{safe_id(_index_id(old))}.md").unlink(missing_ok=True)
         atomic_write(index_path, "\n".join(lines[excess:]) + "\n")
     return path
+
+
+class Transcript:
+    """A compact running record of a session's events, ready for ``archive_session``:
+    text deltas merged per reply, tool output squeezed, thinking and progress dropped."""
+
+    def __init__(self, summaries: list[str] | None = None) -> None:
+        self.events: list[dict] = [{"type": "summary", "text": s} for s in summaries or []]
+
+    def record(self, event: dict) -> None:
+        kind = event.get("type")
+        last = self.events[-1] if self.events else {}
+        if kind == "text":
+            if last.get("type") == "assistant":
+                last["text"] += event.get("delta", "")
+            else:
+                self.events.append({"type": "assistant", "text": event.get("delta", "")})
+        elif kind == "task_start":
+            self.events.append({"type": "user", "text": event.get("prompt", "")})
+        elif kind == "tool_call":
+            self.events.append({"type": "tool_call", "name": event.get("name"),
+                                "args": squeeze(event.get("args", {}), TOOL_ARGS_CHARS)})
+        elif kind == "tool_result":
+            self.events.append({"type": "tool_result", "name": event.get("name"),
+                                "data": squeeze(event.get("data", ""), TOOL_OUTPUT_CHARS)})
+        elif kind in ("turn", "task_end"):
+            self.events.append(dict(event))

@@ -181,3 +181,11 @@ def test_long_prompt_is_saved_to_a_file_and_referenced(run_agent, home):
     assert len(sent) < 1000 and "2500 chars" in sent
     saved = next((home / "prompts").glob("*.txt"))
     assert saved.read_text() == task and str(saved) in sent
+
+
+def test_finished_cli_session_is_archived_in_l4_under_its_journal_id(tmp_path, home, capsys):
+    main(["-m", script(tmp_path, [{"text": "<summary>s</summary>forty-two"}]), "ultimate q"])
+    journal = next((home / "sessions").glob("*.jsonl"))
+    archived = home / "memory" / "L4_raw_sessions" / f"{journal.stem}.md"
+    assert "ultimate q" in archived.read_text() and "forty-two" in archived.read_text()
+    assert journal.stem in (home / "memory" / "L4_raw_sessions" / "index.txt").read_text()
