@@ -610,8 +610,9 @@ class GenericAgent:
         finally:
             self.is_running = False
         end = task_end_event(result, handler.current_turn)
-        yield self._emit(end)
-        self._archive()
+        self._emit(end)
+        self._archive()  # before the end is seen: a caller may exit right after it
+        yield end
         return end
 
     def _archive(self) -> None:
