@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agent_loop import Hooks
-from ga import USER_TOOLS, GenericAgent, PluginAPI, handler_with_plugins, load_plugins
+from ga import USER_TOOLS, GenericAgent, PluginAPI, Settings, handler_with_plugins, load_plugins
 from llmcore.base import ConfigError, LLMError
 
 from .runner import (
@@ -122,17 +122,21 @@ def setup_logging(verbose: bool) -> Callable[[], None]:
 
 def make_agent(args, home: Path) -> GenericAgent:
     from llmcore import make_client
+    from llmcore.config import config_file, load_config
 
     cwd = Path(args.cwd or ".").absolute()
     if not cwd.is_dir():
         raise ConfigError(None, "--cwd", f"not a folder: {cwd}")
     client = make_client(args.model, config_path=args.config, home=home)
+    cfg = load_config(config_file(args.config, home), required=bool(args.config))
+    settings = Settings.from_dict(cfg.agent, cfg.path)
     api = PluginAPI(Hooks())
     load_plugins(home, api)
     disabled = USER_TOOLS if args.no_user_tools else ()
     return GenericAgent(client, home=home, cwd=cwd, max_turns=args.max_turns,
                         verbose=args.verbose, handler_cls=handler_with_plugins(api),
-                        disabled_tools=disabled, hooks=api.hooks, task_dir=args.task_dir)
+                        disabled_tools=disabled, hooks=api.hooks, task_dir=args.task_dir,
+                        settings=settings)
 
 
 def open_session(args, agent: GenericAgent, home: Path) -> Session:

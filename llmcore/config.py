@@ -115,6 +115,7 @@ class Config:
     path: str | None = None
     default: str | None = None
     profiles: dict[str, Profile] = field(default_factory=dict)
+    agent: dict[str, Any] = field(default_factory=dict)  # working-memory thresholds/texts
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
@@ -155,14 +156,17 @@ def load_config(path: Path, *, required: bool) -> Config:
         raise ConfigError(spath, None, f"invalid YAML: {first}") from None
     if not isinstance(data, dict):
         raise ConfigError(spath, None, "the config must be a mapping with 'models:'")
-    unknown = set(data) - {"default", "models"}
+    unknown = set(data) - {"default", "models", "agent"}
     if unknown:
         raise ConfigError(spath, sorted(unknown)[0],
-                          "unknown top-level key; allowed: default, models")
+                          "unknown top-level key; allowed: default, models, agent")
     models = data.get("models") or {}
     if not isinstance(models, dict):
         raise ConfigError(spath, "models", "expected a mapping of profile name -> settings")
-    cfg = Config(path=spath, default=data.get("default"))
+    agent = data.get("agent") or {}
+    if not isinstance(agent, dict):
+        raise ConfigError(spath, "agent", "expected a mapping of setting -> value")
+    cfg = Config(path=spath, default=data.get("default"), agent=agent)
     for name, raw in models.items():
         cfg.profiles[str(name)] = parse_profile(spath, str(name), raw)
     _check_refs(cfg)

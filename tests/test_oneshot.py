@@ -189,3 +189,19 @@ def test_finished_cli_session_is_archived_in_l4_under_its_journal_id(tmp_path, h
     archived = home / "memory" / "L4_raw_sessions" / f"{journal.stem}.md"
     assert "ultimate q" in archived.read_text() and "forty-two" in archived.read_text()
     assert journal.stem in (home / "memory" / "L4_raw_sessions" / "index.txt").read_text()
+
+
+def test_working_memory_thresholds_come_from_config(tmp_path, home, capsys):
+    (home / "config.yaml").write_text(
+        "agent:\n  repeat_warn: 2\n  repeat_stop: 3\n")
+    same = {"tool_calls": [{"name": "code_run", "args": {"type": "bash", "script": "true"}}]}
+    assert main(["-m", script(tmp_path, [same] * 5), "loop"]) == 4
+    journal = next((home / "sessions").glob("*.jsonl")).read_text()
+    assert journal.count('"type": "turn"') == 3
+
+
+def test_bad_agent_setting_is_a_config_error(tmp_path, home, capsys):
+    (home / "config.yaml").write_text("agent:\n  repeat_wran: 2\n")
+    assert main(["-m", script(tmp_path, [{"text": "x"}]), "go"]) == 2
+    err = capsys.readouterr().err
+    assert "config.yaml" in err and "agent.repeat_wran" in err and "Traceback" not in err
