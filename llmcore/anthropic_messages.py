@@ -8,7 +8,7 @@ import anthropic
 import httpx2
 
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
-from .provider import Request, result_text, sdk_options, tool_input_json
+from .provider import Request, close_stream, result_text, sdk_options, tool_input_json
 
 STOP = {"stop_sequence": "end_turn", "model_context_window_exceeded": "max_tokens",
         "pause_turn": "end_turn"}
@@ -31,9 +31,7 @@ class AnthropicMessages:
         self._current: Any = None
 
     def cancel(self) -> None:
-        current = self._current
-        if current is not None:
-            current.close()
+        close_stream(self._current)
 
     def params(self, req: Request) -> dict[str, Any]:
         prof = req.profile

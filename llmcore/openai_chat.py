@@ -12,6 +12,7 @@ import openai
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
 from .provider import (
     Request,
+    close_stream,
     is_reasoning_model,
     joined_text,
     result_text,
@@ -58,9 +59,7 @@ class OpenAIChat:
         self._current: Any = None
 
     def cancel(self) -> None:
-        current = self._current
-        if current is not None:
-            current.close()
+        close_stream(self._current)
 
     def params(self, req: Request) -> dict[str, Any]:
         prof = req.profile

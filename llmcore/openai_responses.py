@@ -11,6 +11,7 @@ from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
 from .openai_chat import adjust_temperature
 from .provider import (
     Request,
+    close_stream,
     is_reasoning_model,
     joined_text,
     result_text,
@@ -34,9 +35,7 @@ class OpenAIResponses:
         self._current: Any = None
 
     def cancel(self) -> None:
-        current = self._current
-        if current is not None:
-            current.close()
+        close_stream(self._current)
 
     def params(self, req: Request) -> dict[str, Any]:
         prof = req.profile

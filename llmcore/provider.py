@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Profile
 
+log = logging.getLogger("ga.llm")
 REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 
 
@@ -21,6 +24,22 @@ class Request:
     profile: Profile
     tool_started: bool = False  # set by the provider once a tool-call piece has arrived
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def close_stream(stream: Any) -> None:
+    """Cut an SDK stream from another thread, at once: shutting the socket down wakes a
+    read that is blocked waiting for the next chunk (closing alone may not)."""
+    if stream is None:
+        return
+    response = getattr(stream, "response", None)
+    network = getattr(response, "extensions", {}).get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            log.debug("socket already closed")
+    stream.close()
 
 
 def sdk_options(profile: Profile, api_key: str | None, sdk: Any) -> dict[str, Any]:

@@ -166,13 +166,18 @@ def test_abort_stops_a_retry_wait_at_once(home, llm_server):
     assert run_chat(client, GO)[1].content == "works again"
 
 
-def test_abort_stops_a_stream(home, llm_server):
-    client = client_for(home, llm_server, provider="anthropic")
-    llm_server.queue(Reply(text="a" * 40, stall_after=4, stall=30))
+@pytest.mark.parametrize("kind", ["anthropic", "openai", "openai-responses"])
+def test_abort_cuts_a_stalled_stream(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind)
+    llm_server.queue(Reply(text="a" * 40, stall_after=4, stall=60))
     gen = client.chat(GO)
     first = next(gen)
-    threading.Timer(0.2, client.abort).start()
-    rest = list(_drain(gen))
+    rest: list = []
+    reader = threading.Thread(target=lambda: rest.extend(_drain(gen)), daemon=True)
+    reader.start()
+    client.abort()  # from another thread, while the reader waits for the next chunk
+    reader.join(timeout=15)  # the server stays silent for 60 s: only a real cut ends it
+    assert not reader.is_alive(), "abort did not cut the stalled stream"
     assert first == "aaaa" and rest[-1].stop_reason == "aborted"
 
 
