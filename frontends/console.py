@@ -113,15 +113,20 @@ class TextRenderer:
             self.usage[key] += e.get(key, 0) or 0
 
     def on_task_end(self, e: dict) -> None:
+        self._print_question(e)
+        if any(self.usage.values()):
+            self.err.print(self._usage_line(), style="dim", markup=False)
+
+    def _print_question(self, e: dict) -> None:
         self._newline()
         if e.get("question"):
             self.console.print(f"❓ {e['question']}", style="bold yellow", markup=False)
             for i, c in enumerate(e.get("candidates") or [], 1):
                 self.console.print(f"  {i}. {c}", markup=False)
+
+    def _usage_line(self) -> str:
         u = self.usage
-        if any(u.values()):
-            self.err.print(f"tokens: {u['input']} in ({u['cached']} cached), {u['output']} out",
-                           style="dim")
+        return f"tokens: {u['input']} in ({u['cached']} cached), {u['output']} out"
 
     def _panel(self, body: str, title: str, style: str) -> None:
         from rich.panel import Panel
@@ -129,7 +134,6 @@ class TextRenderer:
 
         self.console.print(Panel(Text(body), title=title, title_align="left",
                                  border_style=style))
-
 
 
 class LiveRenderer(TextRenderer):
@@ -216,13 +220,8 @@ class LiveRenderer(TextRenderer):
         self._finish_reply()
 
     def on_task_end(self, e: dict) -> None:
-        self._newline()
-        if e.get("question"):
-            self.console.print(f"❓ {e['question']}", style="bold yellow", markup=False)
-            for i, c in enumerate(e.get("candidates") or [], 1):
-                self.console.print(f"  {i}. {c}", markup=False)
-        u = self.usage
-        line = f"tokens: {u['input']} in ({u['cached']} cached), {u['output']} out"
+        self._print_question(e)
+        line = self._usage_line()
         if self.status is not None:
             line = f"{self.status()} · {line}"
         self.console.print(line, style="dim", markup=False)

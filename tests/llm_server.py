@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 import pytest
+from genutil import drain
 
 Event = tuple[str | None, Any]  # (SSE event name, data: dict or raw str)
 
@@ -382,13 +383,7 @@ def write_config(home: Any, server: LLMServer, **profiles: dict) -> str:
 
 def run_chat(client: Any, messages: list[dict], tools: list[dict] | None = None) -> tuple:
     """Drive ``client.chat`` to the end: (streamed chunks, LLMResponse)."""
-    gen = client.chat(messages, tools)
-    chunks = []
-    while True:
-        try:
-            chunks.append(next(gen))
-        except StopIteration as stop:
-            return chunks, stop.value
+    return drain(client.chat(messages, tools))
 
 
 def tool_schema(name: str, **props: str) -> dict:

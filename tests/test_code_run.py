@@ -10,6 +10,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from genutil import drain
 
 from tools import ToolError
 from tools.code_run import MAX_LIVE_CHARS, code_run, last_code_block
@@ -17,14 +18,7 @@ from tools.code_run import MAX_LIVE_CHARS, code_run, last_code_block
 GONE_WAIT_SECONDS = 10  # sanity bound while waiting for a killed process to disappear
 
 
-def run(gen):
-    """Drain a code_run generator: (live chunks, result dict)."""
-    chunks = []
-    while True:
-        try:
-            chunks.append(next(gen))
-        except StopIteration as stop:
-            return chunks, stop.value
+run = drain  # (live chunks, result dict)
 
 
 def _alive(pid: int) -> bool:

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from genutil import drain
 
 from llmcore.base import LLMError, ThinkingChunk
 from llmcore.scripted import EXHAUSTED, ScriptedClient
 from prompts import lang_from_env
 
-
-def consume(gen):
-    chunks = []
-    while True:
-        try:
-            chunks.append(next(gen))
-        except StopIteration as stop:
-            return chunks, stop.value
+consume = drain
 
 
 def test_streams_text_in_small_chunks_and_records_calls():

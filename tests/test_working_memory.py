@@ -6,6 +6,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from genutil import drain
 
 from agent_loop import StepOutcome
 from ga import GenericAgent, GenericAgentHandler, Settings
@@ -27,14 +28,8 @@ def handler(agent):
 
 def call(handler, name, args, content=""):
     """Run one do_ tool as dispatch would; returns (progress lines, outcome)."""
-    gen = handler.dispatch(name, dict(args), SimpleNamespace(content=content, thinking=""),
-                           args.get("_index", 0), args.get("_tool_num", 1))
-    progress = []
-    while True:
-        try:
-            progress.append(next(gen))
-        except StopIteration as stop:
-            return progress, stop.value
+    return drain(handler.dispatch(name, dict(args), SimpleNamespace(content=content, thinking=""),
+                                  args.get("_index", 0), args.get("_tool_num", 1)))
 
 
 def reply(text="", calls=None):
@@ -256,13 +251,7 @@ def test_plan_mode_refuses_completion_without_verification(handler, tmp_path):
 
 
 def call_no_tool(handler, resp):
-    gen = handler.dispatch("no_tool", {}, resp)
-    progress = []
-    while True:
-        try:
-            progress.append(next(gen))
-        except StopIteration as stop:
-            return progress, stop.value
+    return drain(handler.dispatch("no_tool", {}, resp))
 
 
 def test_master_injection_from_agent_attributes_consumed_once(handler, agent):
