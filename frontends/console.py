@@ -18,6 +18,31 @@ SUMMARY_TAG = re.compile(r"<summary>(.*?)</summary>\s*", re.DOTALL)
 LIVE_MARGIN_ROWS = 3  # rows left free below the live reply preview
 
 
+class SummaryFilter:
+    """Streamed text with ``<summary>X</summary>`` shown as ``» X`` on its own line; a tag
+    split across chunks is held back until it is complete."""
+
+    OPEN, CLOSE = "<summary>", "</summary>"
+
+    def __init__(self) -> None:
+        self.pending = ""
+
+    def feed(self, text: str) -> str:
+        text = self.pending + text
+        cut = text.rfind("<")
+        tail = text[cut:] if cut >= 0 else ""
+        if tail and tail not in (self.OPEN, self.CLOSE) and (
+                self.OPEN.startswith(tail) or self.CLOSE.startswith(tail)):
+            text, self.pending = text[:cut], tail
+        else:
+            self.pending = ""
+        return text.replace(self.OPEN, "» ").replace(self.CLOSE, "\n")
+
+    def flush(self) -> str:
+        text, self.pending = self.pending, ""
+        return text
+
+
 class JsonRenderer:
     """One JSON object per line on stdout, only the documented event types."""
 
@@ -45,6 +70,7 @@ class TextRenderer:
         self.usage = {"input": 0, "cached": 0, "output": 0}
         self._progress_lines = 0
         self._at_line_start = True
+        self.summaries = SummaryFilter()
 
     def _write(self, text: str) -> None:
         if not text:
@@ -54,6 +80,7 @@ class TextRenderer:
         self._at_line_start = text.endswith("\n")
 
     def _newline(self) -> None:
+        self._write(self.summaries.flush())
         if not self._at_line_start:
             self._write("\n")
 
@@ -63,7 +90,7 @@ class TextRenderer:
             handler(event)
 
     def on_text(self, e: dict) -> None:
-        self._write(e["delta"])
+        self._write(self.summaries.feed(e["delta"]))
 
     def on_thinking(self, e: dict) -> None:
         if self.verbose:

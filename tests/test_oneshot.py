@@ -205,3 +205,19 @@ def test_bad_agent_setting_is_a_config_error(tmp_path, home, capsys):
     assert main(["-m", script(tmp_path, [{"text": "x"}]), "go"]) == 2
     err = capsys.readouterr().err
     assert "config.yaml" in err and "agent.repeat_wran" in err and "Traceback" not in err
+
+
+def test_summary_tags_render_as_a_marked_line_even_when_split_across_chunks():
+    from frontends.console import SummaryFilter
+
+    text = "<summary>read the config</summary>Now I look at it. a < b"
+    for size in (1, 2, 3, 5, 8, 100):
+        f = SummaryFilter()
+        out = "".join(f.feed(text[i:i + size]) for i in range(0, len(text), size)) + f.flush()
+        assert out == "» read the config\nNow I look at it. a < b", size
+
+
+def test_text_mode_shows_summaries_without_tags(capsys):
+    main(["-m", f"scripted:{ROOT / 'examples' / 'demo.yaml'}", "make hello.py"])
+    out = capsys.readouterr().out
+    assert "<summary>" not in out and "» write hello.py\nWriting the script." in out
