@@ -307,11 +307,3 @@ def latest_for_cwd(home: str | Path, cwd: str | Path) -> Path | None:
             return state.path
     return None
 
-
-def format_sessions(states: list[SessionState]) -> list[str]:
-    lines = []
-    for s in states:
-        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started)) if s.started else "?"
-        lines.append(f"{s.id}  {started}  {s.cwd}  {s.model}  turns={s.turns} "
-                     f"tokens={s.tokens}  {s.summary!r}")
-    return lines

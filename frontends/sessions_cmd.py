@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 from typing import Callable
 
 from llmcore.base import ConfigError
-from sessions import find_session, format_sessions, list_sessions, load_session
+from sessions import find_session, list_sessions, load_session
 
 DEFAULT_LIMIT = 20
+PIPED_WIDTH = 200  # no terminal to fit: keep rows on one line
 
 
 def sessions_command(argv: list[str], resolve_home: Callable[[str | None], Path]) -> int:
@@ -29,10 +32,27 @@ def sessions_command(argv: list[str], resolve_home: Callable[[str | None], Path]
     if not states:
         print(f"no saved sessions in {home / 'sessions'}")
         return 0
-    print("id  started  cwd  model  turns  tokens  first prompt")
-    for line in format_sessions(states[: args.limit]):
-        print(line)
+    print_sessions(states[: args.limit])
     return 0
+
+
+def print_sessions(states: list) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("id", no_wrap=True, min_width=20)
+    table.add_column("started", no_wrap=True, min_width=16)
+    table.add_column("cwd", overflow="fold", max_width=40)
+    table.add_column("model", overflow="fold", max_width=40)
+    table.add_column("turns", justify="right", no_wrap=True)
+    table.add_column("tokens", justify="right", no_wrap=True)
+    table.add_column("first prompt", overflow="fold", max_width=60)
+    for s in states:
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started)) if s.started else "?"
+        table.add_row(s.id, started, s.cwd, s.model, str(s.turns), str(s.tokens), s.summary)
+    piped = not sys.stdout.isatty()
+    Console(highlight=False, width=PIPED_WIDTH if piped else None).print(table)
 
 
 def export_session(home: Path, session_id: str | None, target: str | None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -119,8 +120,9 @@ def test_sessions_command_lists_id_model_prompt_turns_tokens(home, tmp_path, cap
     assert main(["sessions"]) == 0
     out = capsys.readouterr().out
     sid = only_session(home).stem
-    assert sid in out and "count the files" in out and "turns=1" in out and "tokens=42" in out
-    assert str(Path.cwd()) in out and "scripted:" in out
+    row = next(line for line in out.splitlines() if line.startswith(sid))
+    assert "count the files" in row and re.search(r"\s1\s+42\s", row)
+    assert str(Path.cwd())[:20] in out and "scripted:" in out
 
 
 def test_journal_never_contains_an_api_key(home, tmp_path, monkeypatch, capsys):
