@@ -378,8 +378,10 @@ class GenericAgentHandler(BaseHandler):
         if exit_reason:
             return next_prompt
         notes: list[str] = []
-        if not tagged and any(c["tool_name"] != "no_tool" for c in tool_calls):
-            notes.append(self.t("summary_missing"))
+        if any(c["tool_name"] != "no_tool" for c in tool_calls):
+            self._retry_count = 0  # "in a row": a turn with a tool call breaks the run
+            if not tagged:
+                notes.append(self.t("summary_missing"))
         notes += self._reminders(turn)
         notes += self._repeat_guard(tool_calls)
         plan = self.working.get("in_plan_mode")

@@ -376,3 +376,32 @@ def test_chinese_reminders(home):
     out = "".join(end_turn(h, t) for t in range(1, 8))
     assert "已连续 7 轮未设检查点" in out
     assert json.dumps(out, ensure_ascii=False)
+
+
+# ---- no_tool rules ---------------------------------------------------------------------
+@pytest.mark.parametrize("step, needle", [
+    ({"text": ""}, "Blank response"),
+    ({"text": "half a sent", "stop_reason": "max_tokens"}, "max_tokens limit reached"),
+    ({"text": "cut off mid", "stop_reason": "error"}, "was cut off"),
+    ({"text": "<summary>code</summary>\n```python\n" + "x = 1\n" * 12 + "```"},
+     "mostly a large code block"),
+])
+def test_no_tool_asks_again_instead_of_finishing(run_agent, step, needle):
+    _, client, events = run_agent([step, {"text": "final answer"}])
+    assert needle in client.calls[1]["messages"][0]["content"]
+    assert events[-1]["result"] == "CURRENT_TASK_DONE" and events[-1]["text"] == "final answer"
+
+
+def test_a_code_block_with_explanation_is_a_final_answer(run_agent):
+    text = "Here is the fix:\n```python\n" + "x = 1\n" * 12 + "```\nIt sets x before use."
+    _, client, events = run_agent([{"text": text}])
+    assert len(client.calls) == 1 and events[-1]["text"] == text
+
+
+def test_empty_reply_counter_resets_after_a_real_reply(run_agent):
+    steps = [{"text": ""}, {"text": ""},
+             {"text": "<summary>s</summary>", "tool_calls": [
+                 {"name": "file_read", "args": {"path": "x"}}]},
+             {"text": ""}, {"text": ""}, {"text": "done"}]
+    _, _, events = run_agent(steps)
+    assert events[-1]["result"] == "CURRENT_TASK_DONE"
