@@ -22,6 +22,7 @@ from .lint import redact_secrets
 from .locking import file_lock
 
 L4_MAX_SESSIONS = 500  # retention: older archived sessions are pruned
+RAW_LOGS_KEEP = 200  # retention: newest raw provider logs (<home>/logs/*.log) kept
 INDEX_NAME = "index.txt"
 INDEX_LOCK = ".L4_index.lock"  # kept beside the L4 folder, out of grep results
 INDEX_PROMPT_WORDS = 12
@@ -179,3 +180,16 @@ class Transcript:
                                 "data": squeeze(event.get("data", ""), TOOL_OUTPUT_CHARS)})
         elif kind in ("turn", "task_end"):
             self.events.append(dict(event))
+
+
+def prune_raw_logs(log_dir: Path, keep: int = RAW_LOGS_KEEP) -> list[Path]:
+    """Delete all but the ``keep`` newest ``*.log`` files directly in ``log_dir``."""
+    try:
+        logs = sorted(log_dir.glob("*.log"), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return []
+    removed = []
+    for old in logs[keep:]:
+        old.unlink(missing_ok=True)
+        removed.append(old)
+    return removed

@@ -188,9 +188,12 @@ class MemoryStore:
     # ---- L4 and lint -------------------------------------------------------------
     def archive_session(self, session_id: str, events: list[dict],
                         today: date | None = None) -> Path:
-        """Compress a finished session into ``L4_raw_sessions/`` (one file per session)."""
-        return archive.archive_session(self.l4_dir, session_id, events,
+        """Compress a finished session into ``L4_raw_sessions/`` (one file per session),
+        and prune the raw provider logs beyond their retention limit."""
+        path = archive.archive_session(self.l4_dir, session_id, events,
                                        keep=self.l4_keep, today=today)
+        archive.prune_raw_logs(self.home / "logs")
+        return path
 
     def lint(self, fix: bool = False) -> list[LintProblem]:
         """Deterministic consistency checks of L1–L4 (see ``memory.lint``)."""

@@ -163,3 +163,24 @@ def test_archive_accepts_json_event_stream(store):
     assert "## User\nRotate the kafka logs" in text
     assert "Done: rotated 3 files." in text and "- call code_run" in text
     assert _grep(store.l4_dir, "kafka")[0].startswith(f"{INDEX_NAME}:")
+
+
+def test_archiving_prunes_raw_logs_beyond_the_retention_limit(home, monkeypatch):
+    import os
+
+    from memory import archive
+    from memory.store import MemoryStore
+
+    logs = home / "logs"
+    logs.mkdir()
+    for i in range(6):
+        p = logs / f"llm-{i}.log"
+        p.write_text("x")
+        os.utime(p, (1000 + i, 1000 + i))
+    (logs / "reflect").mkdir()
+    monkeypatch.setattr(archive.prune_raw_logs, "__defaults__", (4,))  # keep 4 for the test
+    store = MemoryStore(home)
+    store.seed()
+    store.archive_session("s1", [{"type": "user", "text": "hello"}])
+    assert sorted(p.name for p in logs.glob("*.log")) == [f"llm-{i}.log" for i in range(2, 6)]
+    assert (logs / "reflect").is_dir()
