@@ -5,17 +5,14 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import httpx2
-import openai
 
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
-from .openai_chat import adjust_temperature
+from .openai_chat import OpenAIChat, adjust_temperature
 from .provider import (
     Request,
-    close_stream,
     is_reasoning_model,
     joined_text,
     result_text,
-    sdk_options,
     tool_input_json,
 )
 from .retry import StreamFailure
@@ -24,18 +21,11 @@ INCOMPLETE = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
 THINKING_EVENTS = ("response.reasoning_summary_text.delta", "response.reasoning_text.delta")
 
 
-class OpenAIResponses:
-    """One streamed Responses call per ``stream`` (stateless: full input each time)."""
+class OpenAIResponses(OpenAIChat):
+    """One streamed Responses call per ``stream`` (stateless: full input each time).
+    The SDK client, errors and cancelling are those of Chat Completions."""
 
-    errors: tuple[type[BaseException], ...] = (openai.APIError, httpx2.TransportError,
-                                               httpx2.StreamError, StreamFailure)
-
-    def __init__(self, profile: Any, api_key: str | None):
-        self.client = openai.OpenAI(**sdk_options(profile, api_key, openai))
-        self._current: Any = None
-
-    def cancel(self) -> None:
-        close_stream(self._current)
+    errors: tuple[type[BaseException], ...] = (*OpenAIChat.errors, StreamFailure)
 
     def params(self, req: Request) -> dict[str, Any]:
         prof = req.profile
