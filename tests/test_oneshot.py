@@ -221,3 +221,24 @@ def test_text_mode_shows_summaries_without_tags(capsys):
     main(["-m", f"scripted:{ROOT / 'examples' / 'demo.yaml'}", "make hello.py"])
     out = capsys.readouterr().out
     assert "<summary>" not in out and "» write hello.py\nWriting the script." in out
+
+
+def test_plugin_from_an_installed_package_entry_point(tmp_path, monkeypatch, home, capsys):
+    site = tmp_path / "site"
+    dist = site / "gaplug-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gaplug\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[genericagent.plugins]\necho = gaplug_mod\n")
+    (site / "gaplug_mod.py").write_text(
+        "from agent_loop import StepOutcome\n"
+        "def register(api):\n"
+        "    def do_shout(self, args, response):\n"
+        "        '''Shout.'''\n"
+        "        return StepOutcome(str(args.get('w', '')).upper(), next_prompt='\\n')\n"
+        "    api.tool(do_shout)\n")
+    monkeypatch.syspath_prepend(str(site))
+    model = script(tmp_path, [{"tool_calls": [{"name": "shout", "args": {"w": "hey"}}]},
+                              {"text": "ok"}])
+    assert main(["-m", model, "--json", "go"]) == 0
+    events = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert any(e["type"] == "tool_result" and e["data"] == "HEY" for e in events)
