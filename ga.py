@@ -524,8 +524,9 @@ class GenericAgent:
         return tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
 
     def system_prompt(self) -> str:
-        extra = getattr(self.llmclient, "extra_sys_prompt", "") or ""
-        return build_system_prompt(self.memory, self.lang, extra)
+        """Role, date, memory structure and L1; a profile's extra_sys_prompt is added by
+        the provider session, so it follows /model switches and failover."""
+        return build_system_prompt(self.memory, self.lang)
 
     def put_task(self, query: str, source: str = "user", images: list | None = None) -> queue.Queue:
         """Queue a task; its events arrive on the returned queue, ending with ``task_end``."""

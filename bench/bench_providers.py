@@ -1,6 +1,7 @@
 """Provider speed against the local test server (no network, no key).
 
-1. Per-turn overhead of each provider kind vs a bare httpx POST of the same body.
+1. Per-turn overhead of each provider kind vs a bare httpx POST of the same body, and vs
+   the same request through the official SDK alone (what the SDK itself costs per chunk).
 2. Delay from the server sending the first text chunk to the consumer receiving it.
 3. Request size over a 150-turn file-reading task vs the profile's context budget.
 
@@ -62,6 +63,26 @@ def per_turn(server: LLMServer, home: Path, kind: str) -> tuple[float, float]:
     return ours, bare
 
 
+def bare_sdk(server: LLMServer, kind: str, body: dict) -> float:
+    """The same request through the SDK alone (no session, retries, history or logs)."""
+    import anthropic
+    import openai
+
+    url = f"http://127.0.0.1:{server.port}"
+    if kind == "anthropic":
+        call = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0).messages.create
+    else:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
+        call = client.responses.create if kind == "openai-responses" else (
+            client.chat.completions.create)
+    start = time.perf_counter()
+    for _ in range(TURNS):
+        server.queue(REPLY)
+        for _event in call(**body):
+            pass
+    return (time.perf_counter() - start) / TURNS
+
+
 def first_chunk_delay(server: LLMServer, home: Path, kind: str) -> float:
     client = make(server, home, provider=kind)
     delays = []
@@ -99,13 +120,15 @@ def long_task(server: LLMServer, home: Path, kind: str) -> tuple[int, int, int]:
 def main() -> None:
     server = LLMServer().start()
     home = Path(tempfile.mkdtemp())
-    print(f"{'kind':<18}{'ours ms':>9}{'bare ms':>9}{'ratio':>7}{'1st chunk ms':>14}"
-          f"{'max req B':>11}{'mean req B':>12}{'budget ch':>11}")
+    print(f"{'kind':<18}{'ours ms':>9}{'bare ms':>9}{'ratio':>7}{'sdk ms':>8}{'vs sdk':>8}"
+          f"{'1st chunk ms':>14}{'max req B':>11}{'mean req B':>12}{'budget ch':>11}")
     for kind in ("openai", "openai-responses", "anthropic"):
         ours, bare = per_turn(server, home, kind)
+        sdk = bare_sdk(server, kind, server.bodies()[-1])
         delay = first_chunk_delay(server, home, kind)
         biggest, mean, budget = long_task(server, home, kind)
         print(f"{kind:<18}{ours * 1e3:>9.2f}{bare * 1e3:>9.2f}{ours / bare:>7.2f}"
+              f"{sdk * 1e3:>8.2f}{ours / sdk:>8.2f}"
               f"{delay * 1e3:>14.3f}{biggest:>11}{mean:>12}{budget:>11}")
     server.stop()
 

@@ -10,6 +10,7 @@ import json
 import re
 
 CHARS_PER_TOKEN = 3
+MESSAGE_OVERHEAD_CHARS = 40  # per-message extras a provider format adds (cache markers…)
 TRIM_TARGET = 0.7  # after trimming, aim this far below the budget so caches stay warm
 KEEP_RECENT = 4  # messages at the end that squeezing never touches
 SQUEEZE_TOOL_OUTPUT = 600  # old tool output longer than this is cut to head + tail
@@ -31,7 +32,8 @@ def _text_of(block: dict) -> str:
 
 
 def message_chars(msg: dict) -> int:
-    return sum(len(_text_of(b)) + 20 for b in msg["content"]) + 20
+    """Size of a message as sent: its JSON form, so quoting and structure count too."""
+    return len(json.dumps(msg, ensure_ascii=False)) + MESSAGE_OVERHEAD_CHARS
 
 
 def history_chars(messages: list[dict]) -> int:

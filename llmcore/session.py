@@ -7,6 +7,7 @@ small provider object (``llmcore.openai_chat`` …) and owns everything around i
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -216,13 +217,15 @@ class LLMSession:
 
     def _request(self, tools: list[dict] | None, forced: bool) -> Request:
         prof = self.profile
-        budget = prof.context_win * CHARS_PER_TOKEN
-        if forced:
-            budget = int(budget * FORCED_TRIM_FACTOR)
-        self.history = trim(repair(self.history), budget, prof.trim_keep_prefix)
         system = self.system
         if prof.extra_sys_prompt:
             system = f"{system}\n\n{prof.extra_sys_prompt}" if system else prof.extra_sys_prompt
+        budget = prof.context_win * CHARS_PER_TOKEN
+        if forced:
+            budget = int(budget * FORCED_TRIM_FACTOR)
+        # the window holds the system prompt and the tool list too
+        budget -= len(system or "") + (len(json.dumps(tools, ensure_ascii=False)) if tools else 0)
+        self.history = trim(repair(self.history), max(budget, 0), prof.trim_keep_prefix)
         if prof.tool_mode == "text":
             if self._tool_prompt.last_sent is None:
                 self._add_tool_list(tools)
