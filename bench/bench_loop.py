@@ -68,7 +68,8 @@ def timed_command(cmd: list[str], runs: int) -> float:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+                       cwd=ROOT)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -86,7 +87,9 @@ def main() -> None:
     print(f"loop: {args.turns} turns in {loop:.3f}s; scripted model alone {base:.3f}s "
           f"(ratio {loop / base:.2f}x); loop overhead {per_turn:.0f} µs/turn (target < 2000)")
     bare = timed_command([sys.executable, "-c", "pass"], args.runs)
-    helpc = timed_command([sys.executable, str(ROOT / "ga.py"), "--help"], args.runs)
+    # what the installed `ga` console script runs
+    helpc = timed_command([sys.executable, "-c", "import sys; from frontends.cli import main; "
+                           "sys.exit(main())", "--help"], args.runs)
     print(f"startup: ga --help {helpc * 1000:.0f} ms vs python -c pass {bare * 1000:.0f} ms "
           f"(ratio {helpc / bare:.2f}x, target <= 3x)")
 

@@ -7,24 +7,18 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from agent_loop import Hooks
-from ga import USER_TOOLS, GenericAgent, PluginAPI, Settings, handler_with_plugins, load_plugins
 from llmcore.base import ConfigError, LLMError
 
-from .runner import (
-    EXIT_CODES,
-    Session,
-    TokenBudget,
-    end_message,
-    exit_code,
-    print_session_id,
-    read_history_file,
-    resolve_resume,
-)
+if TYPE_CHECKING:
+    from ga import GenericAgent
 
-__all__ = ["EXIT_CODES", "main"]
+    from .runner import Session
+
+# The agent, the journal and the front ends are imported where they are used, so that
+# `ga --help` and usage errors answer fast.
+__all__ = ["main"]
 MANAGEMENT = ("sessions", "memory")
 ABORT_GRACE_SECONDS = 10.0  # after Ctrl-C, how long to wait for the task to stop cleanly
 
@@ -121,6 +115,15 @@ def setup_logging(verbose: bool) -> Callable[[], None]:
 
 
 def make_agent(args, home: Path) -> GenericAgent:
+    from agent_loop import Hooks
+    from ga import (
+        USER_TOOLS,
+        GenericAgent,
+        PluginAPI,
+        Settings,
+        handler_with_plugins,
+        load_plugins,
+    )
     from llmcore import make_client
     from llmcore.config import config_file, load_config
 
@@ -144,6 +147,8 @@ def open_session(args, agent: GenericAgent, home: Path) -> Session:
     from llmcore import make_client
     from sessions import Journal
 
+    from .runner import Session, TokenBudget, read_history_file, resolve_resume
+
     state = resolve_resume(home, args.resume, args.cont, agent.cwd)
     if state is not None:
         agent.restore(state.history, state.history_info, state.working)
@@ -158,6 +163,8 @@ def open_session(args, agent: GenericAgent, home: Path) -> Session:
 
 
 def report_end(session: Session, end: dict) -> int:
+    from .runner import end_message, exit_code, print_session_id
+
     message = end_message(end)
     if end.get("model_error"):
         print(f"ga: {end['error']}", file=sys.stderr)
@@ -169,6 +176,8 @@ def report_end(session: Session, end: dict) -> int:
 
 
 def run_once(session: Session, task: str, render: Any) -> int:
+    from .runner import print_session_id
+
     events = session.submit(task)
     try:
         end = session.drain(events, render)

@@ -242,3 +242,13 @@ def test_plugin_from_an_installed_package_entry_point(tmp_path, monkeypatch, hom
     assert main(["-m", model, "--json", "go"]) == 0
     events = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert any(e["type"] == "tool_result" and e["data"] == "HEY" for e in events)
+
+
+def test_help_path_imports_neither_the_agent_nor_the_sdks():
+    code = ("import sys\nfrom frontends.cli import build_parser\nbuild_parser()\n"
+            "print(sorted(m for m in ('ga', 'openai', 'anthropic', 'rich', 'memory') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
