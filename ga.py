@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Generator, Literal
 
 from agent_loop import BaseHandler, Hooks, StepOutcome, agent_runner_loop, json_default, log
-from llmcore.base import ConfigError
+from llmcore.base import ConfigError, LLMError
 from memory.archive import Transcript
 from memory.prompt import (
     build_system_prompt,
@@ -514,7 +514,6 @@ class GenericAgent:
         self.session_id = time.strftime("%Y%m%d-%H%M%S-") + os.urandom(2).hex()
         self.transcript = Transcript()
         self.tasks: queue.Queue = queue.Queue()
-        self.is_running = False
 
     @property
     def lang(self) -> str:
@@ -541,8 +540,13 @@ class GenericAgent:
             if item is None:
                 return
             query, source, images, out = item
-            for event in self.run_task(query, source, images):
-                out.put(event)
+            try:
+                for event in self.run_task(query, source, images):
+                    out.put(event)
+            except Exception as e:  # the worker's edge: a caller must always get a task_end
+                log.error("task crashed: %s: %s", type(e).__name__, e, exc_info=True)
+                turns = getattr(self.handler, "current_turn", 0)
+                out.put(self._emit(failed_event(f"{type(e).__name__}: {e}", turns)))
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="ga-worker", daemon=True)
@@ -603,16 +607,14 @@ class GenericAgent:
         message = self._first_message(query, images)
         if handler.working.get("key_info"):
             message += "\n" + handler._get_anchor_prompt()
-        self.is_running = True
         yield self._emit({"type": "task_start", "prompt": query, "source": source})
-        result: dict = {"result": "FAILED", "data": None}
+        loop = agent_runner_loop(self.llmclient, self.system_prompt(), message, handler,
+                                 self.tools_schema(), self.max_turns, self.verbose)
         try:
-            loop = agent_runner_loop(self.llmclient, self.system_prompt(), message, handler,
-                                     self.tools_schema(), self.max_turns, self.verbose)
             result = yield from self._relay(loop)
-        finally:
-            self.is_running = False
-        end = task_end_event(result, handler.current_turn)
+            end = task_end_event(result, handler.current_turn)
+        except LLMError as e:  # the model failed for good: the task ends, the session lives
+            end = failed_event(str(e), handler.current_turn, model_error=True)
         self._emit(end)
         self._archive()  # before the end is seen: a caller may exit right after it
         yield end
@@ -632,6 +634,11 @@ class GenericAgent:
             except StopIteration as stop:
                 return stop.value
             yield self._emit(event)
+
+
+def failed_event(error: str, turns: int, model_error: bool = False) -> dict:
+    return {"type": "task_end", "result": "FAILED", "turns": turns, "text": error,
+            "error": error, "model_error": model_error}
 
 
 def task_end_event(result: dict, turns: int) -> dict:

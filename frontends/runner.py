@@ -8,18 +8,14 @@ Ctrl-C or control files between events.
 from __future__ import annotations
 
 import json
-import logging
 import queue
 import sys
 import threading
-import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from llmcore.base import ConfigError, LLMError
+from llmcore.base import ConfigError
 from sessions import Journal, SessionState, find_session, latest_for_cwd, load_session
-
-log = logging.getLogger("ga.cli")
 
 EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
               "NO_PROGRESS": 4, "BUDGET_EXCEEDED": 4, "ABORTED": 130}
@@ -77,6 +73,7 @@ class Session:
         agent.listeners.append(self._journal_event)
         self._watch_client(agent.llmclient)
         self.aborted = False
+        self._worker: threading.Thread | None = None
 
     def _watch_client(self, client: Any) -> None:
         """Provider events (retries, failover switches) go to the journal too."""
@@ -95,30 +92,12 @@ class Session:
 
     # ---- running ---------------------------------------------------------------------
     def submit(self, task: str, source: str = "user") -> queue.Queue:
-        """Start ``task`` on a worker thread; its events arrive on the returned queue."""
-        events: queue.Queue = queue.Queue()
+        """Queue ``task`` on the agent's worker; its events arrive on the returned queue,
+        always ending with ``task_end`` (a failed model or a crash ends it as FAILED)."""
         self.aborted = False
-        worker = threading.Thread(target=self._work, args=(task, source, events),
-                                  name="ga-task", daemon=True)
-        worker.start()
-        return events
-
-    def _work(self, task: str, source: str, events: queue.Queue) -> None:
-        try:
-            for event in self.agent.run_task(task, source):
-                events.put(event)
-        except LLMError as e:
-            events.put(self._failed(str(e), model_error=True))
-        except Exception as e:  # the worker's edge: report, never leave the caller waiting
-            log.debug("task crashed:\n%s", traceback.format_exc())
-            events.put(self._failed(f"{type(e).__name__}: {e}"))
-
-    def _failed(self, error: str, model_error: bool = False) -> dict:
-        turns = getattr(self.agent.handler, "current_turn", 0)
-        end = {"type": "task_end", "result": "FAILED", "error": error, "text": error,
-               "turns": turns, "model_error": model_error}
-        self.journal(end)
-        return end
+        if self._worker is None:
+            self._worker = self.agent.start()
+        return self.agent.put_task(task, source)
 
     def drain(self, events: queue.Queue, render: Callable[[dict], None],
               tick: Callable[[], None] | None = None) -> dict:
@@ -132,12 +111,7 @@ class Session:
                 continue
             render(event)
             if event.get("type") == "task_end":
-                return self._mark_abort(event)
-
-    def _mark_abort(self, end: dict) -> dict:
-        if self.aborted and end.get("result") not in ("FAILED",):
-            end = dict(end, result="ABORTED")
-        return end
+                return event
 
     def run(self, task: str, render: Callable[[dict], None],
             tick: Callable[[], None] | None = None, source: str = "user") -> dict:
@@ -190,6 +164,8 @@ class Session:
         return self.agent.llmclient.name
 
     def close(self) -> None:
+        if self._worker is not None:
+            self.agent.tasks.put(None)  # the worker ends after the task it is running
         self.journal.close()
 
 

@@ -119,3 +119,28 @@ def test_tool_errors_reach_the_model_as_text(run_agent):
     sent = client.calls[1]["messages"][0]["tool_results"][0]["content"]
     assert sent.startswith('{"status": "error", "msg": "[Error] ') and "missing.txt" in sent
     assert events[-1]["result"] == "CURRENT_TASK_DONE"
+
+
+def test_a_failing_model_ends_the_queued_task_as_failed(home):
+    client = ScriptedClient([{"raise": "overloaded", "status": 529}, {"text": "next task ok"}])
+    agent = GenericAgent(client, home=home)
+    agent.start()
+    end = drain(agent.put_task("first"), timeout=10)[-1]
+    assert end["result"] == "FAILED" and end["model_error"] is True
+    assert "529" in end["error"] and "overloaded" in end["error"]
+    assert drain(agent.put_task("second"), timeout=10)[-1]["text"] == "next task ok"
+
+
+def test_a_crash_inside_the_loop_still_ends_the_task(home):
+    from ga import GenericAgentHandler
+
+    class Broken(GenericAgentHandler):
+        def turn_end_callback(self, *args):
+            raise RuntimeError("bug in a turn-end rule")
+
+    script = [{"tool_calls": [{"name": "file_read", "args": {"path": "x"}}]}]
+    agent = GenericAgent(ScriptedClient(script), home=home, handler_cls=Broken)
+    agent.start()
+    end = drain(agent.put_task("go"), timeout=10)[-1]
+    assert end["result"] == "FAILED" and "bug in a turn-end rule" in end["error"]
+    assert end["model_error"] is False
