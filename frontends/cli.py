@@ -162,21 +162,8 @@ def open_session(args, agent: GenericAgent, home: Path) -> Session:
     return session
 
 
-def report_end(session: Session, end: dict) -> int:
-    from .runner import end_message, exit_code, print_session_id
-
-    message = end_message(end)
-    if end.get("model_error"):
-        print(f"ga: {end['error']}", file=sys.stderr)
-        return exit_code(end)
-    if message:
-        print(f"ga: {message}", file=sys.stderr)
-    print_session_id(session)
-    return exit_code(end)
-
-
 def run_once(session: Session, task: str, render: Any) -> int:
-    from .runner import print_session_id
+    from .runner import print_session_id, report_end
 
     events = session.submit(task)
     try:

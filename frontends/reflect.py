@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any, Callable
 
 from llmcore.base import ConfigError
 
-from .runner import Session, end_message, exit_code, print_session_id
+from .runner import Session, report_end
 
 log = logging.getLogger("ga.reflect")
 
@@ -125,12 +124,9 @@ def run_one(session: Session, script: ReflectScript, journal: ReflectLog, task: 
     session.new()
     end = session.run(task, render, source="reflect")
     journal.append(task, end, session.id)
-    message = end_message(end)
-    if message:
-        print(f"ga: {message}", file=sys.stderr)
-    print_session_id(session)
+    code = report_end(session, end)
     script.call("on_done", end.get("text", ""))
-    return exit_code(end)
+    return code
 
 
 def parse_extra(tokens: list[str]) -> dict[str, Any]:

@@ -217,6 +217,19 @@ def resolve_resume(home: Path, resume: str | None, cont: bool, cwd: Path) -> Ses
     return load_session(path)
 
 
+def report_end(session: Session, end: dict) -> int:
+    """The end of a task on stderr (why it stopped, the session id); returns the exit code.
+    A model failure is one line naming provider, status and message."""
+    message = end_message(end)
+    if end.get("model_error"):
+        print(f"ga: {end['error']}", file=sys.stderr)
+        return exit_code(end)
+    if message:
+        print(f"ga: {message}", file=sys.stderr)
+    print_session_id(session)
+    return exit_code(end)
+
+
 def print_session_id(session: Session, out: Any = None) -> None:
     out = out or sys.stderr
     print(f"ga: session {session.id} (continue with: ga --resume {session.id})", file=out)

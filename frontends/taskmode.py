@@ -20,7 +20,7 @@ from llmcore.base import ConfigError
 from tools.files import atomic_write
 
 from .console import TextRenderer
-from .runner import Session, end_message, exit_code, print_session_id, read_history_file
+from .runner import Session, read_history_file, report_end
 
 REPLY_WAIT_SECONDS = 600.0  # how long a child waits for reply.txt after a round
 REPLY_WAIT_ENV = "GA_TASK_REPLY_WAIT"  # override in seconds (tests, impatient parents)
@@ -102,11 +102,7 @@ def run_round(session: Session, task_dir: Path, prompt: str, out_path: Path) -> 
         end = session.run(prompt, render, tick=tick)
         out.write(f"{ROUND_END}\n")
         out.flush()
-    message = end_message(end)
-    if message:
-        print(f"ga: {message}", file=sys.stderr)
-    print_session_id(session)
-    return exit_code(end)
+    return report_end(session, end)
 
 
 def wait_for_reply(task_dir: Path, wait: float) -> str | None:
@@ -135,11 +131,7 @@ def run_func(session: Session, path: Path, render) -> int:
         raise ConfigError(None, "--func", f"{path} is empty")
     end = session.run(prompt, render)
     atomic_write(func_output(path), (end.get("text") or "") + "\n")
-    message = end_message(end)
-    if message:
-        print(f"ga: {message}", file=sys.stderr)
-    print_session_id(session)
-    return exit_code(end)
+    return report_end(session, end)
 
 
 def strip_options(argv: list[str], names: dict[str, bool]) -> list[str]:
