@@ -29,6 +29,7 @@ from memory.prompt import (
 )
 from memory.store import MemoryStore
 from prompts import TOOL_TEXT_ZH, Texts, lang_from_env
+from sessions import new_id
 from tools import clip, files
 from tools.code_run import code_run, last_code_block
 from toolspec import tool, tools_schema
@@ -82,15 +83,11 @@ def squeeze(text: str, limit: int) -> str:
 
 
 def consume_file(folder: Path | None, name: str) -> str | None:
+    """A task-dir control file's text, consumed; None when absent or blank."""
     if not folder:
         return None
-    p = Path(folder) / name
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    p.unlink(missing_ok=True)
-    return text.strip() or None
+    text = (files.take_file(Path(folder) / name) or "").strip()
+    return text or None
 
 
 def call_signature(tool_calls: list[dict]) -> str | None:
@@ -511,7 +508,7 @@ class GenericAgent:
         self.intervene: str | None = None
         self._turn_end_hooks: dict[str, Any] = {}
         self.listeners: list[Any] = []
-        self.session_id = time.strftime("%Y%m%d-%H%M%S-") + os.urandom(2).hex()
+        self.session_id = new_id()  # a journal, when attached, gives its own
         self.transcript = Transcript()
         self.tasks: queue.Queue = queue.Queue()
 

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ PROMPT_PREVIEW_CHARS = 60
 
 
 def new_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    return time.strftime("%Y%m%d-%H%M%S-") + os.urandom(2).hex()
 
 
 def sessions_dir(home: str | Path) -> Path:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from llmcore.base import ConfigError
-from tools.files import atomic_write
+from tools.files import atomic_write, take_file
 
 from .console import TextRenderer
 from .runner import Session, read_history_file, report_end
@@ -54,16 +54,6 @@ def write_input(task_dir: Path, text: str) -> None:
 
 def output_name(round_no: int) -> str:
     return "output.txt" if round_no == 0 else f"output{round_no}.txt"
-
-
-def take_file(path: Path) -> str | None:
-    """Read and delete a control file; None when it is not there."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    path.unlink(missing_ok=True)
-    return text
 
 
 def run_task_mode(session: Session, task_dir: Path, reply_wait: float | None = None) -> int:

@@ -51,6 +51,16 @@ def atomic_write(path: str | Path, data: str | bytes, encoding: str = "utf-8") -
 
 # --- reading -------------------------------------------------------------------------------
 
+
+def take_file(path: Path) -> str | None:
+    """Read and delete a control file (consumed on sight); None when it is not there."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    path.unlink(missing_ok=True)
+    return text
+
 def file_read(
     path: Path,
     start: int = 1,
