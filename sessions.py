@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from llmcore.logs import redact
+
 log = logging.getLogger("ga.session")
 
 JOURNAL_VERSION = 1
 SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 SECRET_MIN_CHARS = 8
-REDACTED = "***"
 STREAM_EVENTS = ("text", "thinking")
 SKIPPED_EVENTS = ("progress",)
 STATE_AFTER = ("turn", "tool_result", "task_end")
@@ -122,10 +123,10 @@ class Journal:
 
     def _write(self, record: dict) -> None:
         record.setdefault("time", time.time())
-        line = _dumps(record)
-        client_keys = getattr(self.agent.llmclient, "_secrets", None) or ()
-        for secret in [*self._secrets, *(k for k in client_keys if isinstance(k, str) and k)]:
-            line = line.replace(secret, REDACTED)
+        line = redact(_dumps(record), self._secrets)
+        client_redact = getattr(self.agent.llmclient, "redact", None)  # the profiles' keys
+        if client_redact is not None:
+            line = client_redact(line)
         f = self._file
         f.write(line + "\n")
         f.flush()

@@ -107,6 +107,10 @@ class LLMSession:
         self.log.note(f"model switch {old} -> {self.name}: {reason}")
         self._event({"type": "model_switch", "from": old, "to": self.name, "reason": reason})
 
+    def redact(self, text: str) -> str:
+        """``text`` with every key this session knows (and key-shaped strings) masked."""
+        return redact(text, self._secrets)
+
     def _event(self, event: dict) -> None:
         if self.on_event is not None:
             self.on_event(event)

@@ -56,3 +56,12 @@ def test_bad_config_field_exits_2_naming_file_and_field(home, capsys):
     assert main(["-m", "p", "go"]) == 2
     err = capsys.readouterr().err
     assert str(cfg) in err and "temprature" in err and "Traceback" not in err
+
+
+def test_a_config_file_key_never_reaches_the_session_journal(home, llm_server, capsys):
+    key = "plainkey-from-config-9d8e7f"  # not key-shaped: only knowing the key can mask it
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m", "api_key": key})
+    llm_server.queue(Reply(text=f"I found the key {key} in config.yaml"))
+    assert main(["-m", "p", "--config", cfg, "what is in the config?"]) == 0
+    journal = next((home / "sessions").glob("*.jsonl")).read_text()
+    assert "I found the key" in journal and key not in journal
