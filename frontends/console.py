@@ -159,8 +159,9 @@ class TextRenderer:
         from rich.panel import Panel
         from rich.text import Text
 
-        self.console.print(Panel(Text(body), title=title, title_align="left",
-                                 border_style=style))
+        # soft_wrap off here: a panel must wrap long lines, not crop them
+        self.console.print(Panel(Text(body, overflow="fold"), title=title, title_align="left",
+                                 border_style=style), soft_wrap=False)
 
 
 class LiveRenderer(TextRenderer):

@@ -252,3 +252,17 @@ def test_help_path_imports_neither_the_agent_nor_the_sdks():
                           text=True, timeout=60)
     assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
 
+
+
+def test_verbose_shows_full_args_and_output_panels_compact_shows_one_line(capsys, tmp_path):
+    long_script = "print(len('" + "x" * 150 + "'))"
+    steps = [{"tool_calls": [{"name": "code_run", "args": {"script": long_script}}]},
+             {"text": "ok"}]
+    main(["-m", script(tmp_path, steps), "go"])
+    compact = capsys.readouterr().out
+    main(["-m", script(tmp_path, steps), "-v", "go"])
+    verbose = capsys.readouterr().out
+    assert "🛠️ code_run(" in compact and "..." in compact and "x" * 150 not in compact
+    assert "code_run result" not in compact
+    assert "x" * 150 in verbose.replace("\n", "").replace("│", "").replace(" ", "")
+    assert "code_run result" in verbose and '"exit_code": 0' in verbose and "150" in verbose

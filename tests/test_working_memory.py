@@ -54,10 +54,11 @@ def test_checkpoint_writes_present_keys_only(handler):
 
 def test_checkpoint_resets_passed_sessions_and_reports(handler):
     handler.working["passed_sessions"] = 5
+    handler.working["passed_tasks"] = 2
     handler.current_turn = 3
     progress, outcome = call(handler, "update_working_checkpoint",
                              {"key_info": "K", "related_sop": "s.md"})
-    assert handler.working["passed_sessions"] == 0
+    assert handler.working["passed_sessions"] == 0 and handler.working["passed_tasks"] == 0
     assert progress == ["[Info] Updated key_info and related_sop.\n"]
     assert isinstance(outcome, StepOutcome)
     assert outcome.data == {"result": "working key_info updated"}
@@ -76,9 +77,23 @@ def test_first_turn_checkpoint_adds_do_not_repeat_tip(handler):
     assert "Do not call update_working_checkpoint again" not in later.next_prompt
 
 
-def test_other_tools_can_read_working(handler):
-    call(handler, "update_working_checkpoint", {"key_info": "target=/tmp/x"})
-    assert handler.working.get("key_info") == "target=/tmp/x"
+def test_other_tools_can_read_working(run_agent):
+    from toolspec import tool
+
+    class Deploy(GenericAgentHandler):
+        @tool
+        def do_deploy(self, *, _index: int = 0):
+            """Deploy to the target saved in working memory."""
+            target = self.working.get("key_info", "").removeprefix("target=")
+            return StepOutcome({"deployed_to": target}, next_prompt=self._anchor(_index))
+
+    script = [{"text": "<summary>s</summary>", "tool_calls": [
+        {"name": "update_working_checkpoint", "args": {"key_info": "target=box7"}}]},
+        {"text": "<summary>d</summary>", "tool_calls": [{"name": "deploy", "args": {}}]},
+        {"text": "done"}]
+    _, _, events = run_agent(script, handler_cls=Deploy)
+    results = [e["data"] for e in events if e["type"] == "tool_result"]
+    assert results[-1] == {"deployed_to": "box7"}
 
 
 # ---- _get_anchor_prompt ----------------------------------------------------------------
