@@ -133,11 +133,7 @@ class Repl:
     def answer(self, end: dict) -> str:
         """Read the answer to an ``ask_user`` question; a number picks a candidate."""
         candidates = end.get("candidates") or []
-        try:
-            reply = input(ANSWER_PROMPT).strip()
-        except (EOFError, KeyboardInterrupt):
-            self.say("")
-            return ""
+        reply = self._input(ANSWER_PROMPT)
         if reply.isdigit() and 1 <= int(reply) <= len(candidates):
             return str(candidates[int(reply) - 1])
         return reply
