@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from typing import IO, Callable
 
 from agent_loop import _clean_content, _compact_tool_args, json_default
@@ -16,6 +17,7 @@ COMPACT_PROGRESS_LINES = 8
 PANEL_CHARS = 4000
 SUMMARY_TAG = re.compile(r"<summary>(.*?)</summary>\s*", re.DOTALL)
 LIVE_MARGIN_ROWS = 3  # rows left free below the live reply preview
+LIVE_PAINT_SECONDS = 1 / 15  # repaint the live preview at most this often, not per chunk
 
 
 class SummaryFilter:
@@ -174,6 +176,7 @@ class LiveRenderer(TextRenderer):
         self.status = status
         self._reply = ""
         self._live = None
+        self._painted = 0.0
         self._spinner = None
 
     def __call__(self, event: dict) -> None:
@@ -202,7 +205,10 @@ class LiveRenderer(TextRenderer):
         if self._live is None:
             self._live = Live(console=self.console, auto_refresh=False, transient=True)
             self._live.start()
-        self._live.update(self._tail(), refresh=True)
+        now = time.monotonic()
+        if now - self._painted >= LIVE_PAINT_SECONDS:
+            self._live.update(self._tail(), refresh=True)
+            self._painted = now
 
     def on_tool_call(self, e: dict) -> None:
         super().on_tool_call(e)
