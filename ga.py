@@ -20,7 +20,7 @@ from typing import Any, Generator, Literal
 
 from agent_loop import BaseHandler, Hooks, StepOutcome, agent_runner_loop, json_default, log
 from llmcore.base import ConfigError, LLMError
-from memory.archive import Transcript
+from memory.archive import Transcript, archive_to_l4, new_session_id
 from memory.prompt import (
     build_system_prompt,
     insight_reminder,
@@ -28,11 +28,11 @@ from memory.prompt import (
     memory_read_tip,
 )
 from memory.store import MemoryStore
-from prompts import TOOL_TEXT_ZH, Texts, lang_from_env
-from sessions import new_id
 from tools import clip, files
 from tools.code_run import code_run, last_code_block
-from toolspec import tool, tools_schema
+from tools.fsutil import atomic_write, take_file
+from tools.spec import tool, tools_schema
+from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env
 
 CODE_OUTPUT_CHARS = 10_000
 READ_OUTPUT_CHARS = 15_000
@@ -86,7 +86,7 @@ def consume_file(folder: Path | None, name: str) -> str | None:
     """A task-dir control file's text, consumed; None when absent or blank."""
     if not folder:
         return None
-    text = (files.take_file(Path(folder) / name) or "").strip()
+    text = (take_file(Path(folder) / name) or "").strip()
     return text or None
 
 
@@ -508,7 +508,7 @@ class GenericAgent:
         self.intervene: str | None = None
         self._turn_end_hooks: dict[str, Any] = {}
         self.listeners: list[Any] = []
-        self.session_id = new_id()  # a journal, when attached, gives its own
+        self.session_id = new_session_id()  # a journal, when attached, gives its own
         self.transcript = Transcript()
         self.tasks: queue.Queue = queue.Queue()
 
@@ -586,7 +586,7 @@ class GenericAgent:
         if len(query) > self.settings.long_prompt_chars:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             path = self.home / "prompts" / f"{stamp}-{abs(hash(query)) % 10**8}.txt"
-            files.atomic_write(path, query)
+            atomic_write(path, query)
             query = self.texts("long_prompt", head=query[:500] + " ...", n=len(query), path=path)
         if images:
             query += "\n\n[Images] " + ", ".join(str(i) for i in images)
@@ -620,7 +620,7 @@ class GenericAgent:
     def _archive(self) -> None:
         """Keep the finished session in L4 (one file per session, rewritten each task)."""
         try:
-            self.memory.archive_session(self.session_id, self.transcript.events)
+            archive_to_l4(self.memory, self.session_id, self.transcript.events)
         except OSError as e:
             log.warning("could not archive the session in L4: %s", e)
 
@@ -701,13 +701,7 @@ def handler_with_plugins(api: PluginAPI) -> type[GenericAgentHandler]:
     return type("PluginHandler", (GenericAgentHandler,), dict(api.tools))
 
 
-# ---- CLI ----------------------------------------------------------------------------
-def main(argv: list[str] | None = None) -> int:
-    """The ``ga`` command (see ``frontends/cli.py``)."""
-    from frontends.cli import main as cli_main
+if __name__ == "__main__":  # `python ga.py ...`: the same command line as `ga`
+    from frontends.cli import main
 
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
     sys.exit(main())

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from agent_loop import StepOutcome  # noqa: E402
 from ga import GenericAgent, GenericAgentHandler  # noqa: E402
 from llmcore.scripted import ScriptedClient  # noqa: E402
-from toolspec import tool  # noqa: E402
+from tools.spec import tool  # noqa: E402
 
 
 class NoopHandler(GenericAgentHandler):

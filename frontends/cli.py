@@ -145,8 +145,8 @@ def make_agent(args, home: Path) -> GenericAgent:
 def open_session(args, agent: GenericAgent, home: Path) -> Session:
     """The journal (new, or the resumed one), the seed history and the token budget."""
     from llmcore import make_client
-    from sessions import Journal
 
+    from .journal import Journal
     from .runner import Session, TokenBudget, read_history_file, resolve_resume
 
     state = resolve_resume(home, args.resume, args.cont, agent.cwd)

@@ -188,7 +188,7 @@ class Repl:
         self.say(f"exported to {export_history(self.session.agent, path)}")
 
     def cmd_resume(self, arg: str) -> None:
-        from sessions import list_sessions, load_session
+        from .journal import list_sessions, load_session
 
         recent = [s for s in list_sessions(self.session.home)
                   if s.id != self.session.id][:RECENT_SESSIONS]

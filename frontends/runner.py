@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from llmcore.base import ConfigError
-from sessions import Journal, SessionState, find_session, latest_for_cwd, load_session
+
+from .journal import Journal, SessionState, find_session, latest_for_cwd, load_session
 
 EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
               "NO_PROGRESS": 4, "BUDGET_EXCEEDED": 4, "ABORTED": 130}
@@ -187,7 +188,7 @@ def read_history_file(path: str | Path) -> dict:
 
 def export_history(agent: Any, path: str | Path) -> Path:
     """Write the conversation (provider history, summaries, working memory) as JSON."""
-    from tools.files import atomic_write
+    from tools.fsutil import atomic_write
 
     p = Path(path)
     text = json.dumps(agent.snapshot(), ensure_ascii=False, indent=1, default=str)
@@ -208,7 +209,7 @@ def resolve_resume(home: Path, resume: str | None, cont: bool, cwd: Path) -> Ses
         if path is None:
             raise ConfigError(None, "--resume", f"no saved session {resume!r} (ga sessions)")
     else:
-        from sessions import list_sessions
+        from .journal import list_sessions
 
         found = list_sessions(home)
         if not found:

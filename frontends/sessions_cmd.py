@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Callable
 
 from llmcore.base import ConfigError
-from sessions import find_session, list_sessions, load_session
+
+from .journal import find_session, list_sessions, load_session
 
 DEFAULT_LIMIT = 20
 PIPED_WIDTH = 200  # no terminal to fit: keep rows on one line
@@ -66,7 +67,7 @@ def export_session(home: Path, session_id: str | None, target: str | None) -> in
             "working": state.working}
     text = json.dumps(data, ensure_ascii=False, indent=1, default=str)
     if target:
-        from tools.files import atomic_write
+        from tools.fsutil import atomic_write
 
         atomic_write(Path(target), text)
         print(f"exported {state.id} to {target}")

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from llmcore.base import ConfigError
-from tools.files import atomic_write, take_file
+from tools.fsutil import atomic_write, take_file
 
 from .console import TextRenderer
 from .runner import Session, read_history_file, report_end

@@ -54,4 +54,4 @@ def make_client(model: str | None = None, *, config_path: str | None = None,
         client = load_class("scripted")(profile.script, name=profile.name)
         client.config = cfg
         return client
-    return LLMSession(cfg, profile, home_dir(home))
+    return LLMSession(cfg, profile, home_dir(home), load_class)

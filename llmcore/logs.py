@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from pathlib import Path
-from typing import Iterable
 
 from .base import LLMResponse
-
-MASK = "***"
-MIN_SECRET_LEN = 6
-# key shapes redacted even when we do not know the key (e.g. echoed by a server)
-_KEY_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{12,}|sk-ant-[A-Za-z0-9_\-]{8,})")
-
-
-def redact(text: str, secrets: Iterable[str | None]) -> str:
-    for secret in secrets:
-        if secret and len(secret) >= MIN_SECRET_LEN:
-            text = text.replace(secret, MASK)
-    return _KEY_RE.sub(MASK, text)
+from .secrets import redact
 
 
 def _block_text(b: dict) -> str:

@@ -37,8 +37,10 @@ FORCED_TRIM_FACTOR = 0.5  # after a context-length error, trim to this share of 
 class LLMSession:
     """A chat client for one profile (or a ``mixin`` list of profiles, with failover)."""
 
-    def __init__(self, config: Config, profile: Profile, home: Path):
+    def __init__(self, config: Config, profile: Profile, home: Path,
+                 provider_class: Callable[[str], type]):
         self.config = config
+        self._provider_class = provider_class  # kind -> provider class (llmcore.PROVIDERS)
         self.history: list[dict] = []
         self.system: str | None = None
         self.total_usage = Usage()
@@ -125,9 +127,8 @@ class LLMSession:
     def _provider(self) -> Any:
         prof = self.profile
         if prof.name not in self._providers:
-            from . import load_class
-
-            self._providers[prof.name] = load_class(prof.provider)(prof, self._keys[prof.name])
+            cls = self._provider_class(prof.provider)
+            self._providers[prof.name] = cls(prof, self._keys[prof.name])
         return self._providers[prof.name]
 
     # ----- the chat turn ----------------------------------------------------------

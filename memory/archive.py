@@ -11,17 +11,18 @@ so ``grep -ri WORD L4_raw_sessions/`` finds both the index line and the session 
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-from tools.files import atomic_write
+from llmcore.secrets import redact_secrets
+from tools.fsutil import atomic_write, file_lock
 
-from .lint import redact_secrets
-from .locking import file_lock
+from .store import L4_MAX_SESSIONS, MemoryStore
 
-L4_MAX_SESSIONS = 500  # retention: older archived sessions are pruned
 RAW_LOGS_KEEP = 200  # retention: newest raw provider logs (<home>/logs/*.log) kept
 INDEX_NAME = "index.txt"
 INDEX_LOCK = ".L4_index.lock"  # kept beside the L4 folder, out of grep results
@@ -34,6 +35,11 @@ FINAL_CHARS = 4000
 SESSION_ID_CHARS = 80
 
 _THINKING_RE = re.compile(r"<thinking>.*?</thinking>", re.S | re.I)
+
+
+def new_session_id() -> str:
+    """A new session id: start time plus a random suffix (journal and L4 share it)."""
+    return time.strftime("%Y%m%d-%H%M%S-") + os.urandom(2).hex()
 
 
 def squeeze(value: Any, limit: int) -> str:
@@ -193,3 +199,12 @@ def prune_raw_logs(log_dir: Path, keep: int = RAW_LOGS_KEEP) -> list[Path]:
         old.unlink(missing_ok=True)
         removed.append(old)
     return removed
+
+
+def archive_to_l4(store: MemoryStore, session_id: str, events: list[dict],
+                  today: date | None = None) -> Path:
+    """Compress a finished session into the store's ``L4_raw_sessions/`` (one file per
+    session), and prune the raw provider logs beyond their retention limit."""
+    path = archive_session(store.l4_dir, session_id, events, keep=store.l4_keep, today=today)
+    prune_raw_logs(store.home / "logs")
+    return path

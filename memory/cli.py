@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .lint import lint_store
 from .store import MemoryStore
 
 USAGE = "usage: ga memory [show|sops|lint [--fix]|path]"
@@ -51,7 +52,7 @@ def _lint(store: MemoryStore, args: list[str], out: Any) -> int:
         print(f"ga memory lint: unknown argument {unknown[0]!r}\n{USAGE}", file=sys.stderr)
         return EXIT_USAGE
     fix = "--fix" in args
-    problems = store.lint(fix=fix)
+    problems = lint_store(store, fix=fix)
     for p in problems:
         _emit(out, str(p))
     fixed = sum(p.fixed for p in problems)

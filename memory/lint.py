@@ -12,31 +12,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from tools.files import atomic_write
+from llmcore.secrets import find_secrets
+from tools.fsutil import atomic_write
 
-if TYPE_CHECKING:
-    from .store import MemoryStore
+from .store import MemoryStore
 
 L1_MAX_LINES = 30
 L1_MAX_LINE_CHARS = 120  # an index line longer than this gets a "| name" continuation line
 SCANNED_SUFFIXES = (".md", ".py", ".txt", ".json", ".jsonl", ".yaml", ".yml")
-REDACTED = "[REDACTED]"
-
-SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("private key block", re.compile(
-        r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----)?", re.S)),
-    ("sk- API key", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
-    ("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{40,})")),
-    ("Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
-    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("assigned secret", re.compile(
-        r"(?i)\b(?:api[_-]?key|secret|token|passw(?:or)?d)\b['\"]?\s*[:=]\s*['\"]?"
-        r"(?=[^\s'\"]*\d)[A-Za-z0-9_\-./+=]{16,}")),
-)
-
 # ASCII word characters only: Chinese text runs into names without spaces ("见plan_sop").
 _FILE_PTR = re.compile(r"(?<![\w/.-])([\w-]+(?:/[\w.-]+)*\.(?:md|py|txt|json))(?!\w)", re.A)
 _SOP_PTR = re.compile(r"(?<![\w/.-])([\w-]*_sop)(?!\w|\.\w)", re.A)
@@ -53,21 +37,6 @@ class LintProblem:
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else str(self.path)
         return f"{where}: {self.message}" + (" [fixed]" if self.fixed else "")
-
-
-def find_secrets(text: str) -> list[tuple[int, str]]:
-    """(line number, kind) for each secret-looking string in ``text``."""
-    hits = []
-    for kind, pat in SECRET_PATTERNS:
-        for m in pat.finditer(text):
-            hits.append((text.count("\n", 0, m.start()) + 1, kind))
-    return sorted(set(hits))
-
-
-def redact_secrets(text: str) -> str:
-    for _kind, pat in SECRET_PATTERNS:
-        text = pat.sub(REDACTED, text)
-    return text
 
 
 def l1_pointers(l1_text: str) -> list[tuple[int, str]]:

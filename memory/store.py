@@ -11,11 +11,8 @@ import json
 from datetime import date
 from pathlib import Path
 
-from tools.files import atomic_write
+from tools.fsutil import atomic_write, file_lock
 
-from . import archive, lint
-from .lint import LintProblem
-from .locking import file_lock
 from .texts import L1_TEMPLATE, L2_TEMPLATE
 
 L0_NAME = "memory_management_sop.md"
@@ -23,12 +20,13 @@ L1_NAME = "global_mem_insight.txt"
 L2_NAME = "global_mem.txt"
 STATS_NAME = "file_access_stats.json"
 L4_DIRNAME = "L4_raw_sessions"
+L4_MAX_SESSIONS = 500  # retention: older archived sessions are pruned
 SEEDED_MANIFEST = ".starter_sops.json"  # starter SOPs ever installed: a deleted one stays gone
 LOCK_SUFFIX = ".lock"
 SOP_SUFFIXES = (".md", ".py")
 NON_SOP_NAMES = frozenset({L1_NAME, L2_NAME, STATS_NAME})
 
-__all__ = ["MemoryStore", "LintProblem", "bundled_sop_dir"]
+__all__ = ["MemoryStore", "bundled_sop_dir"]
 
 
 def bundled_sop_dir() -> Path:
@@ -39,7 +37,7 @@ def bundled_sop_dir() -> Path:
 class MemoryStore:
     """Reads and writes one home's ``memory/`` folder."""
 
-    def __init__(self, home: Path | str, l4_keep: int = archive.L4_MAX_SESSIONS):
+    def __init__(self, home: Path | str, l4_keep: int = L4_MAX_SESSIONS):
         self.home = Path(home).expanduser()
         self.dir = self.home / "memory"
         self.l4_keep = l4_keep
@@ -184,17 +182,3 @@ class MemoryStore:
             }
             text = json.dumps(stats, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
             atomic_write(self.stats_path, text)
-
-    # ---- L4 and lint -------------------------------------------------------------
-    def archive_session(self, session_id: str, events: list[dict],
-                        today: date | None = None) -> Path:
-        """Compress a finished session into ``L4_raw_sessions/`` (one file per session),
-        and prune the raw provider logs beyond their retention limit."""
-        path = archive.archive_session(self.l4_dir, session_id, events,
-                                       keep=self.l4_keep, today=today)
-        archive.prune_raw_logs(self.home / "logs")
-        return path
-
-    def lint(self, fix: bool = False) -> list[LintProblem]:
-        """Deterministic consistency checks of L1–L4 (see ``memory.lint``)."""
-        return lint.lint_store(self, fix=fix)

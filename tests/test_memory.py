@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memory import texts
+from memory.lint import lint_store
 from memory.prompt import (
     MIN_LTU_TURN,
     build_system_prompt,
@@ -68,7 +69,7 @@ def test_upgrade_adds_only_new_starter_sops(home):
 def test_seeded_l1_indexes_every_starter_sop_and_lints_clean(store):
     for lang in texts.L1_TEMPLATE:
         store.l1_path.write_text(texts.L1_TEMPLATE[lang], encoding="utf-8")
-        assert store.lint() == [], lang
+        assert lint_store(store) == [], lang
 
 
 def test_zh_seed_uses_zh_template(home):

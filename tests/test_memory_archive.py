@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from memory.archive import INDEX_NAME, TOOL_OUTPUT_CHARS
+from memory.archive import INDEX_NAME, TOOL_OUTPUT_CHARS, archive_to_l4
 from memory.cli import memory_command
+from memory.lint import lint_store
 from memory.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ def store(home) -> MemoryStore:
 
 
 def test_archived_session_is_found_by_grep(store):
-    path = store.archive_session("20250101-abc", _events("Find the nginx listening port"),
+    path = archive_to_l4(store, "20250101-abc", _events("Find the nginx listening port"),
                                  today=date(2025, 1, 1))
     assert path.parent == store.l4_dir and path.name == "20250101-abc.md"
     hits = _grep(store.l4_dir, "nginx")
@@ -62,7 +63,7 @@ def test_archived_session_is_found_by_grep(store):
 
 
 def test_archive_squeezes_tool_output_and_drops_thinking(store):
-    text = store.archive_session("s1", _events("check")).read_text(encoding="utf-8")
+    text = archive_to_l4(store, "s1", _events("check")).read_text(encoding="utf-8")
     assert "x" * TOOL_OUTPUT_CHARS in text and "x" * (TOOL_OUTPUT_CHARS + 1) not in text
     assert "[+4760 chars]" in text
     assert "secret plan" not in text and "hidden reasoning" not in text
@@ -70,14 +71,14 @@ def test_archive_squeezes_tool_output_and_drops_thinking(store):
 
 def test_archive_redacts_secrets(store):
     key = "sk-" + "Q" * 30
-    text = store.archive_session("s1", _events(f"use key {key} please")).read_text("utf-8")
+    text = archive_to_l4(store, "s1", _events(f"use key {key} please")).read_text("utf-8")
     assert key not in text and key not in (store.l4_dir / INDEX_NAME).read_text("utf-8")
-    assert store.lint() == []
+    assert lint_store(store) == []
 
 
 def test_one_file_per_session(store):
-    store.archive_session("s1", _events("first try"))
-    store.archive_session("s1", _events("first try", answer="second answer"))
+    archive_to_l4(store, "s1", _events("first try"))
+    archive_to_l4(store, "s1", _events("first try", answer="second answer"))
     assert sorted(p.name for p in store.l4_dir.iterdir()) == [INDEX_NAME, "s1.md"]
     index = (store.l4_dir / INDEX_NAME).read_text(encoding="utf-8").splitlines()
     assert len(index) == 1
@@ -87,7 +88,7 @@ def test_one_file_per_session(store):
 def test_archive_prunes_oldest_beyond_retention(home):
     store = MemoryStore(home, l4_keep=3)
     for i in range(5):
-        store.archive_session(f"s{i}", _events(f"task number {i}"))
+        archive_to_l4(store, f"s{i}", _events(f"task number {i}"))
     files = sorted(p.name for p in store.l4_dir.glob("*.md"))
     assert files == ["s2.md", "s3.md", "s4.md"]
     index = (store.l4_dir / INDEX_NAME).read_text(encoding="utf-8").splitlines()
@@ -95,7 +96,7 @@ def test_archive_prunes_oldest_beyond_retention(home):
 
 
 def test_archive_sanitises_session_id(store):
-    path = store.archive_session("../../evil id", _events("x"))
+    path = archive_to_l4(store, "../../evil id", _events("x"))
     assert path.parent == store.l4_dir
 
 
@@ -159,7 +160,7 @@ def test_archive_accepts_json_event_stream(store):
               {"type": "tool_call", "name": "code_run", "args": {"script": "ls"}, "id": "c1"},
               {"type": "tool_result", "name": "code_run", "id": "c1", "data": "a b c"},
               {"type": "task_end", "result": "CURRENT_TASK_DONE", "text": "rotated", "turns": 1}]
-    text = store.archive_session("j1", events).read_text(encoding="utf-8")
+    text = archive_to_l4(store, "j1", events).read_text(encoding="utf-8")
     assert "## User\nRotate the kafka logs" in text
     assert "Done: rotated 3 files." in text and "- call code_run" in text
     assert _grep(store.l4_dir, "kafka")[0].startswith(f"{INDEX_NAME}:")
@@ -181,6 +182,6 @@ def test_archiving_prunes_raw_logs_beyond_the_retention_limit(home, monkeypatch)
     monkeypatch.setattr(archive.prune_raw_logs, "__defaults__", (4,))  # keep 4 for the test
     store = MemoryStore(home)
     store.seed()
-    store.archive_session("s1", [{"type": "user", "text": "hello"}])
+    archive_to_l4(store, "s1", [{"type": "user", "text": "hello"}])
     assert sorted(p.name for p in logs.glob("*.log")) == [f"llm-{i}.log" for i in range(2, 6)]
     assert (logs / "reflect").is_dir()

@@ -6,8 +6,9 @@ import io
 
 import pytest
 
+from llmcore.secrets import find_secrets, redact_secrets
 from memory.cli import memory_command
-from memory.lint import L1_MAX_LINES, find_secrets, redact_secrets
+from memory.lint import L1_MAX_LINES, lint_store
 from memory.store import MemoryStore
 
 L1 = """# [Global Memory Insight - L1]
@@ -33,60 +34,60 @@ def _messages(problems) -> list[str]:
 
 
 def test_fresh_home_is_clean(store):
-    assert store.lint() == []
+    assert lint_store(store) == []
 
 
 def test_dangling_l1_pointers_found_and_removed(store):
     store.l1_path.write_text(L1, encoding="utf-8")
-    problems = store.lint()
+    problems = lint_store(store)
     assert sorted(_messages(problems)) == [
         "L1 points at 'deploy_sop', which does not exist",
         "L1 points at 'notes.md', which does not exist",
     ]
     assert all(p.line == 5 and not p.fixed for p in problems)
-    fixed = store.lint(fix=True)
+    fixed = lint_store(store, fix=True)
     assert all(p.fixed for p in fixed)
     assert "deploy" not in store.insight() and "notes.md" not in store.insight()
     assert "L3: subagent_sop (children) | plan_sop" in store.insight()
-    assert store.lint() == []
+    assert lint_store(store) == []
 
 
 def test_dangling_pointer_inside_a_list_keeps_the_rest(store):
     text = L1.replace("| plan_sop |", "| gone_sop (old) | plan_sop |").replace(
         "deploy: deploy_sop (ssh first) | notes.md\n", "")
     store.l1_path.write_text(text, encoding="utf-8")
-    store.lint(fix=True)
+    lint_store(store, fix=True)
     assert "L3: subagent_sop (children) | plan_sop | scheduled_task_sop" in store.insight()
-    assert store.lint() == []
+    assert lint_store(store) == []
 
 
 def test_unindexed_sop_found_and_added(store):
     (store.dir / "deploy_sop.md").write_text("# Deploy\n", encoding="utf-8")
     (store.dir / "ocr_utils.py").write_text("x = 1\n", encoding="utf-8")
-    problems = store.lint()
+    problems = lint_store(store)
     assert sorted(_messages(problems)) == [
         "SOP deploy_sop.md is not indexed in L1",
         "SOP ocr_utils.py is not indexed in L1",
     ]
-    store.lint(fix=True)
+    lint_store(store, fix=True)
     l3 = [ln for ln in store.insight().splitlines() if "deploy_sop" in ln]
     assert l3 and "ocr_utils" in store.insight()
-    assert store.lint() == []
+    assert lint_store(store) == []
 
 
 def test_unindexed_sop_added_when_l1_has_no_l3_line(store):
     store.l1_path.write_text("L0: memory_management_sop\n\n[RULES]\n1. x\n", encoding="utf-8")
-    store.lint(fix=True)
+    lint_store(store, fix=True)
     lines = store.insight().splitlines()
     assert lines[1].startswith("L3: ") and "plan_sop" in store.insight()
     assert lines[-2:] == ["[RULES]", "1. x"]
-    assert store.lint() == []
+    assert lint_store(store) == []
 
 
 def test_long_l1_is_reported_not_fixed(store):
     extra = "".join(f"{i}. rule number {i}\n" for i in range(L1_MAX_LINES))
     store.l1_path.write_text(store.insight() + extra, encoding="utf-8")
-    problems = store.lint(fix=True)
+    problems = lint_store(store, fix=True)
     assert len(problems) == 1 and not problems[0].fixed
     assert f"(max {L1_MAX_LINES})" in problems[0].message
 
@@ -95,9 +96,9 @@ def test_duplicate_l2_lines_found_and_removed(store):
     store.l2_path.write_text(
         "# [Global Memory - L2]\n## [PATHS]\nrepo: /srv/app\n\nrepo:  /srv/app\n"
         "## [HOSTS]\nci: 10.0.0.5\n## [PATHS]\nrepo: /srv/app\n", encoding="utf-8")
-    problems = store.lint()
+    problems = lint_store(store)
     assert [p.line for p in problems] == [5, 8, 9]
-    fixed = store.lint(fix=True)
+    fixed = lint_store(store, fix=True)
     assert [p.fixed for p in fixed] == [True, False, True]  # a repeated header needs a person
     assert store.global_mem() == (
         "# [Global Memory - L2]\n## [PATHS]\nrepo: /srv/app\n\n"
@@ -118,7 +119,7 @@ def test_secrets_in_any_layer_are_reported(store, secret, kind):
     store.append("global_mem.txt", f"## [KEYS]\n{secret}")
     (store.l4_dir).mkdir(exist_ok=True)
     (store.l4_dir / "s1.md").write_text(f"# Session\n{secret}\n", encoding="utf-8")
-    problems = store.lint(fix=True)
+    problems = lint_store(store, fix=True)
     assert {(p.path.name, kind) for p in problems if not p.fixed} >= {
         ("global_mem.txt", kind), ("s1.md", kind)}
     assert secret.splitlines()[0] in store.global_mem()  # not removed by --fix
@@ -156,6 +157,6 @@ def test_pointers_inside_chinese_text(store):
     line = "定时任务见scheduled_task_sop，部署见deploy_sop"
     text = store.insight().replace("[RULES]", line + "\n[RULES]")
     store.l1_path.write_text(text, encoding="utf-8")
-    assert _messages(store.lint()) == ["L1 points at 'deploy_sop', which does not exist"]
-    store.lint(fix=True)
+    assert _messages(lint_store(store)) == ["L1 points at 'deploy_sop', which does not exist"]
+    lint_store(store, fix=True)
     assert "定时任务见scheduled_task_sop，部署见" in store.insight()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from ga import main
+from frontends.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -144,7 +144,7 @@ def test_plugin_adds_a_tool_and_a_hook(tmp_path, home, capsys):
     plugins.mkdir()
     (plugins / "greet.py").write_text(
         "from agent_loop import StepOutcome\n"
-        "from toolspec import tool\n"
+        "from tools.spec import tool\n"
         "def register(api):\n"
         "    @api.tool\n"
         "    @tool\n"

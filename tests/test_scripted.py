@@ -7,7 +7,7 @@ from genutil import drain
 
 from llmcore.base import LLMError, ThinkingChunk
 from llmcore.scripted import EXHAUSTED, ScriptedClient
-from prompts import lang_from_env
+from tools.texts import lang_from_env
 
 consume = drain
 

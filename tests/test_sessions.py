@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from frontends.cli import main
-from sessions import Journal, find_session, latest_for_cwd, list_sessions, load_session
+from frontends.journal import Journal, find_session, latest_for_cwd, list_sessions, load_session
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_SECONDS = 30

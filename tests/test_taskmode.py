@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from frontends.cli import main
-from sessions import load_session
+from frontends.journal import load_session
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 30

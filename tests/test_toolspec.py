@@ -8,8 +8,8 @@ import pytest
 
 from agent_loop import StepOutcome
 from ga import GenericAgent, GenericAgentHandler
-from prompts import TOOL_TEXT_ZH
-from toolspec import tool, tool_specs, tools_schema
+from tools.spec import tool, tool_specs, tools_schema
+from tools.texts import TOOL_TEXT_ZH
 
 
 class WordHandler(GenericAgentHandler):

@@ -78,7 +78,7 @@ def test_first_turn_checkpoint_adds_do_not_repeat_tip(handler):
 
 
 def test_other_tools_can_read_working(run_agent):
-    from toolspec import tool
+    from tools.spec import tool
 
     class Deploy(GenericAgentHandler):
         @tool

@@ -1,15 +1,14 @@
-"""File tools: read, write, patch; atomic writes."""
+"""File tools: read, write, patch."""
 
 from __future__ import annotations
 
 import difflib
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from tools import ToolError
 from tools.code_run import fenced_blocks
+from tools.fsutil import atomic_write
 
 MAX_LINE_CHARS = 2_000  # longer lines are cut in file_read
 KEYWORD_LINES_BEFORE = 3  # a keyword window starts this many lines before the match
@@ -27,39 +26,8 @@ FILE_REF_PARTS_RE = re.compile(r"(.+?)(?::(\d+):(\d+))?")
 FILE_CONTENT_RE = re.compile(r"<file_content>(.*?)</file_content>", re.S)
 
 
-def atomic_write(path: str | Path, data: str | bytes, encoding: str = "utf-8") -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder and ``os.replace``.
-
-    Parent folders are created. A crash leaves either the old file or the new one.
-    """
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode(encoding) if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        if p.exists():
-            os.chmod(tmp, p.stat().st_mode & 0o7777)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 # --- reading -------------------------------------------------------------------------------
 
-
-def take_file(path: Path) -> str | None:
-    """Read and delete a control file (consumed on sight); None when it is not there."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    path.unlink(missing_ok=True)
-    return text
 
 def file_read(
     path: Path,

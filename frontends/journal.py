@@ -18,31 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from llmcore.logs import redact
+from llmcore.secrets import env_secrets, redact
+from memory.archive import new_session_id
 
 log = logging.getLogger("ga.session")
 
 JOURNAL_VERSION = 1
-SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
-SECRET_MIN_CHARS = 8
 STREAM_EVENTS = ("text", "thinking")
 SKIPPED_EVENTS = ("progress",)
 STATE_AFTER = ("turn", "tool_result", "task_end")
 PROMPT_PREVIEW_CHARS = 60
 
 
-def new_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S-") + os.urandom(2).hex()
-
-
 def sessions_dir(home: str | Path) -> Path:
     return Path(home) / "sessions"
-
-
-def env_secrets() -> list[str]:
-    """Values of environment variables that look like keys; never written to a journal."""
-    return sorted((v for k, v in os.environ.items()
-                   if SECRET_ENV.search(k) and len(v) >= SECRET_MIN_CHARS), key=len, reverse=True)
 
 
 def ends_with_newline(path: Path) -> bool:
@@ -92,7 +81,7 @@ class Journal:
 
     def __init__(self, home: str | Path, agent: Any, session_id: str | None = None,
                  state: SessionState | None = None) -> None:
-        self.id = session_id or new_id()
+        self.id = session_id or new_session_id()
         agent.session_id = self.id  # L4 archives under the journal's id
         self.path = sessions_dir(home) / f"{self.id}.jsonl"
         self.agent = agent
