@@ -21,6 +21,7 @@ import pytest
 from genutil import drain
 
 Event = tuple[str | None, Any]  # (SSE event name, data: dict or raw str)
+SHUTDOWN_POLL_SECONDS = 0.01  # serve_forever notices shutdown() this fast (default 0.5 s)
 
 
 @dataclass
@@ -321,7 +322,8 @@ class LLMServer:
     def start(self) -> LLMServer:
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self._httpd.serve_forever, args=(SHUTDOWN_POLL_SECONDS,),
+                         daemon=True).start()
         return self
 
     def stop(self) -> None:
