@@ -16,6 +16,7 @@ from .base import ConfigError
 
 KINDS = ("anthropic", "openai", "openai-responses", "scripted")
 TOOL_MODES = ("native", "text")
+SECTIONS = ("models", "agent", "tools", "browser")  # top-level mappings besides default
 THINKING_MODES = ("adaptive", "enabled", "disabled")
 EFFORTS = ("minimal", "low", "medium", "high", "xhigh", "max")
 DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
@@ -116,6 +117,8 @@ class Config:
     default: str | None = None
     profiles: dict[str, Profile] = field(default_factory=dict)
     agent: dict[str, Any] = field(default_factory=dict)  # working-memory thresholds/texts
+    tools: dict[str, Any] = field(default_factory=dict)  # tool safety settings (SPEC §4)
+    browser: dict[str, Any] = field(default_factory=dict)  # the browser for web tools (SPEC §9)
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:
@@ -156,17 +159,17 @@ def load_config(path: Path, *, required: bool) -> Config:
         raise ConfigError(spath, None, f"invalid YAML: {first}") from None
     if not isinstance(data, dict):
         raise ConfigError(spath, None, "the config must be a mapping with 'models:'")
-    unknown = set(data) - {"default", "models", "agent"}
+    unknown = set(data) - {"default", *SECTIONS}
     if unknown:
         raise ConfigError(spath, sorted(unknown)[0],
-                          "unknown top-level key; allowed: default, models, agent")
-    models = data.get("models") or {}
-    if not isinstance(models, dict):
-        raise ConfigError(spath, "models", "expected a mapping of profile name -> settings")
-    agent = data.get("agent") or {}
-    if not isinstance(agent, dict):
-        raise ConfigError(spath, "agent", "expected a mapping of setting -> value")
-    cfg = Config(path=spath, default=data.get("default"), agent=agent)
+                          f"unknown top-level key; allowed: default, {', '.join(SECTIONS)}")
+    sections = {}
+    for name in SECTIONS:
+        sections[name] = data.get(name) or {}
+        if not isinstance(sections[name], dict):
+            raise ConfigError(spath, name, f"expected a mapping, got {sections[name]!r:.40}")
+    models = sections.pop("models")
+    cfg = Config(path=spath, default=data.get("default"), **sections)
     for name, raw in models.items():
         cfg.profiles[str(name)] = parse_profile(spath, str(name), raw)
     _check_refs(cfg)
