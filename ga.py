@@ -184,9 +184,10 @@ class GenericAgentHandler(BaseHandler):
         """
         p = self.resolve(path)
         yield f"[Action] Reading file: {p}\n"
+        budget = READ_OUTPUT_CHARS // max(_tool_num, 1)
         text = files.file_read(p, start=start, count=count, keyword=keyword,
-                               show_linenos=show_linenos)
-        text = clip(text, READ_OUTPUT_CHARS // max(_tool_num, 1))
+                               show_linenos=show_linenos, max_chars=budget)
+        text = clip(text, budget)
         next_prompt = self._anchor(_index)
         if self.memory.is_memory_file(p):
             self.memory.record_access(p)
@@ -225,7 +226,8 @@ class GenericAgentHandler(BaseHandler):
         """
         p = self.resolve(path)
         yield f"[Action] Patching file: {p.name}\n"
-        result = files.file_patch(p, old_content, files.expand_file_refs(new_content, self.cwd))
+        result = files.file_patch(p, old_content, files.expand_file_refs(new_content, self.cwd),
+                                  abort=self.abort_event)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool

@@ -25,7 +25,6 @@ from .store import L4_MAX_SESSIONS, MemoryStore
 
 RAW_LOGS_KEEP = 200  # retention: newest raw provider logs (<home>/logs/*.log) kept
 INDEX_NAME = "index.txt"
-INDEX_LOCK = ".L4_index.lock"  # kept beside the L4 folder, out of grep results
 INDEX_PROMPT_WORDS = 12
 TOOL_OUTPUT_CHARS = 240
 TOOL_ARGS_CHARS = 160
@@ -151,7 +150,7 @@ def archive_session(l4_dir: Path, session_id: str, events: list[dict], *,
     atomic_write(path, render_session(sid, events, day))
     words = " ".join(redact_secrets(first_prompt(events)).split()[:INDEX_PROMPT_WORDS])
     index_path = l4_dir / INDEX_NAME
-    with file_lock(l4_dir.parent / INDEX_LOCK):
+    with file_lock(index_path):
         lines = [ln for ln in _read_index(index_path) if _index_id(ln) != sid]
         lines.append(f"{day.isoformat()} {sid} {words}".rstrip())
         excess = max(0, len(lines) - max(1, keep))

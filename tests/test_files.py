@@ -87,12 +87,12 @@ def test_read_missing_suggests_similar_names(tmp_path):
     assert "config.yaml" in str(err.value)
 
 
-def test_read_missing_finds_same_name_elsewhere(tmp_path):
-    (tmp_path / "src" / "pkg").mkdir(parents=True)
-    (tmp_path / "src" / "pkg" / "main.py").write_text("x")
+def test_read_missing_finds_same_name_in_a_sibling_folder(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "main.py").write_text("x")
     (tmp_path / "lib").mkdir()
     suggestions = suggest_paths(tmp_path / "lib" / "main.py")
-    assert any(s.endswith(os.path.join("src", "pkg", "main.py")) for s in suggestions)
+    assert any(s.endswith(os.path.join("src", "main.py")) for s in suggestions)
 
 
 def test_read_directory_and_binary_rejected(tmp_path):

@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import threading
+import time
 from pathlib import Path
 
-from tools import ToolError
+from tools import ToolError, lines
 from tools.code_run import fenced_blocks
-from tools.fsutil import atomic_write
+from tools.fsutil import atomic_write, file_lock, open_regular
 
 MAX_LINE_CHARS = 2_000  # longer lines are cut in file_read
+READ_MAX_CHARS = 15_000  # file_read shows whole lines up to about this much text
 KEYWORD_LINES_BEFORE = 3  # a keyword window starts this many lines before the match
 BINARY_SNIFF_BYTES = 8_192  # a NUL byte in this prefix marks a binary file
 DIR_LIST_LIMIT = 30  # entries named when a directory is passed as a file
 SUGGEST_CUTOFF = 0.6  # difflib similarity for "did you mean" names
-SUGGEST_DEPTH = 2  # folder levels searched for the same file name
-SUGGEST_SCAN_LIMIT = 5_000  # stop the same-name search after this many entries
+SUGGEST_SCAN_LIMIT = 5_000  # "did you mean" reads at most this many names of a folder
+SUGGEST_SECONDS = 0.2  # "did you mean" gives up looking after this long
 LARGE_WRITE_BYTES = 100_000  # file_write warns above this
+NEWLINE_SNIFF_BYTES = 65_536  # a file's newline style is judged from this much of its head
 NEAR_MATCH_CUTOFF = 0.6  # file_patch shows the nearest lines above this similarity
+NEAR_MATCH_SECONDS = 0.5  # file_patch stops looking for the nearest lines after this long
+NEAR_MATCH_CHECK_EVERY = 256  # lines compared between looks at the clock and the abort flag
 MAX_MATCH_LINES_LISTED = 10
 WRITE_MODES = ("overwrite", "append", "prepend")
 FILE_REF_RE = re.compile(r"\{\{file:([^{}]+?)\}\}")
@@ -35,58 +42,89 @@ def file_read(
     count: int = 200,
     keyword: str | None = None,
     show_linenos: bool = True,
+    max_chars: int = READ_MAX_CHARS,
 ) -> str:
-    """Lines of a text file with a ``[FILE] N lines`` header and a PARTIAL note."""
+    """Lines of a text file with a ``[FILE] N lines`` header and a PARTIAL note.
+
+    Streams: only the lines shown are held, so memory is bounded for any file size. The
+    window stops early, at a whole line, when the shown text would pass ``max_chars``.
+    """
     path = Path(path)
-    lines = _read_lines(path)
-    total = len(lines)
+    _check_file(path)
     start, count = max(1, int(start)), max(1, int(count))
     notes = []
-    if keyword:
-        hit = _find_keyword(lines, keyword)
-        if hit is None:
-            notes.append(f"[NOTE] keyword {keyword!r} not found; showing from line {start}")
-        else:
-            start = max(1, hit + 1 - KEYWORD_LINES_BEFORE)
+    with open_regular(path) as f:
+        _refuse_binary(f, path)
+        if keyword:
+            hit = lines.find_line(f, keyword)
+            f.seek(0)
+            if hit is None:
+                notes.append(f"[NOTE] keyword {keyword!r} not found; showing from line {start}")
+            else:
+                start = max(1, hit + 1 - KEYWORD_LINES_BEFORE)
+        skipped = lines.skip_lines(f, start - 1)
+        shown = _read_window(f, start, count, max_chars, show_linenos)
+        total = skipped + len(shown) + lines.count_lines(f)
     if total and start > total:
         raise ToolError(f"start={start} is past the end of {path} ({total} lines)")
-    window = lines[start - 1 : start - 1 + count]
-    end = start - 1 + len(window)
-    out = [f"[FILE] {total} lines"] + notes
-    for number, line in enumerate(window, start):
-        out.append(f"{number}|{_cut(line)}" if show_linenos else _cut(line))
+    end = start - 1 + len(shown)
+    out = [f"[FILE] {total} lines", *notes, *shown]
     if total and (start > 1 or end < total):
         more = f"; use start={end + 1} to read more" if end < total else ""
         out.append(f"[PARTIAL] showing lines {start}-{end} of {total}{more}")
     return "\n".join(out)
 
 
+def _read_window(f, start: int, count: int, max_chars: int, show_linenos: bool) -> list[str]:
+    """Up to ``count`` formatted lines; stops before ``max_chars`` (one line at least)."""
+    shown: list[str] = []
+    used = 0
+    for number in range(start, start + count):
+        pos = f.tell()
+        line = lines.read_line(f)
+        if line is None:
+            break
+        text = _cut(*line)
+        text = f"{number}|{text}" if show_linenos else text
+        used += len(text) + 1
+        if shown and used > max_chars:
+            f.seek(pos)
+            break
+        shown.append(text)
+    return shown
+
+
+def _refuse_binary(f, path: Path) -> None:
+    head = f.read(BINARY_SNIFF_BYTES)
+    f.seek(0)
+    if b"\0" in head:
+        size = os.fstat(f.fileno()).st_size
+        raise ToolError(f"{path} is a binary file ({size} bytes); inspect it with code_run instead")
+
+
+def _read_text(path: Path) -> str:
+    """The whole text of an existing regular file (never blocks on a FIFO or device)."""
+    with open_regular(path) as f:
+        return f.read().decode("utf-8", errors="surrogateescape")
+
+
 def _read_lines(path: Path) -> list[str]:
     _check_file(path)
-    raw = path.read_bytes()
-    if b"\0" in raw[:BINARY_SNIFF_BYTES]:
-        raise ToolError(
-            f"{path} is a binary file ({len(raw)} bytes); inspect it with code_run instead"
-        )
+    with open_regular(path) as f:
+        _refuse_binary(f, path)
+        raw = f.read()
     text = raw.decode("utf-8", errors="replace").replace("\r\n", "\n")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
+    result = text.split("\n")
+    if result and result[-1] == "":
+        result.pop()
+    return result
 
 
-def _find_keyword(lines: list[str], keyword: str) -> int | None:
-    needle = keyword.lower()
-    for index, line in enumerate(lines):
-        if needle in line.lower():
-            return index
-    return None
-
-
-def _cut(line: str) -> str:
-    if len(line) <= MAX_LINE_CHARS:
+def _cut(line: str, length: int | None = None) -> str:
+    length = len(line) if length is None else length
+    if length <= MAX_LINE_CHARS:
         return line
-    return f"{line[:MAX_LINE_CHARS]} ... [TRUNCATED] ({len(line)} chars)"
+    return f"{line[:MAX_LINE_CHARS]} ... [TRUNCATED] ({length} chars)"
 
 
 def _check_file(path: Path) -> None:
@@ -104,47 +142,47 @@ def _check_file(path: Path) -> None:
 
 
 def suggest_paths(path: Path, limit: int = 3) -> list[str]:
-    """Existing paths close to a missing ``path``: similar names beside it, same name nearby."""
+    """Existing paths close to a missing ``path``, looked for only in its folder and that
+    folder's parent (similar names; the same name in a sibling folder), within
+    ``SUGGEST_SECONDS``."""
     path = Path(path)
-    found: list[Path] = []
-    if path.parent.is_dir():
-        names = [p.name for p in path.parent.iterdir()]
-        close = difflib.get_close_matches(path.name, names, n=limit, cutoff=SUGGEST_CUTOFF)
-        found += [path.parent / name for name in close]
-    root = path.parent
-    while not root.is_dir() and root != root.parent:
-        root = root.parent
-    if root == path.parent and root.parent != root:
-        root = root.parent
-    found += _same_name_below(root, path.name.lower(), SUGGEST_DEPTH)
+    deadline = time.monotonic() + SUGGEST_SECONDS
+    folder, name = path.parent, path.name
+    found = [folder / n for n in _close(name, _entries(folder, deadline), limit)]
+    upper = _entries(folder.parent, deadline) if folder.parent != folder else []
+    found += [folder.parent / n for n in _close(name, upper, limit)]
+    for sibling in [folder.name, *(n for n in upper if n != folder.name)]:
+        if time.monotonic() > deadline:
+            break
+        candidate = folder.parent / sibling / name
+        if candidate != path and os.path.isfile(candidate):
+            found.append(candidate)
     unique = list(dict.fromkeys(_display(p) for p in found if p != path))
     return unique[:limit]
 
 
-def _same_name_below(root: Path, name: str, depth: int) -> list[Path]:
-    hits: list[Path] = []
-    level = [root]
-    scanned = 0
-    for _ in range(depth + 1):
-        next_level = []
-        for folder in level:
-            try:
-                entries = list(folder.iterdir())
-            except OSError:
-                continue  # unreadable folder: nothing to suggest from it
-            scanned += len(entries)
-            hits += [p for p in entries if p.name.lower() == name]
-            next_level += [p for p in entries if p.is_dir() and not p.name.startswith(".")]
-        if scanned > SUGGEST_SCAN_LIMIT:
-            break
-        level = next_level
-    return hits
+def _entries(folder: Path, deadline: float) -> list[str]:
+    """Names in ``folder`` (none when it is missing or unreadable), until the deadline."""
+    names: list[str] = []
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                if len(names) >= SUGGEST_SCAN_LIMIT or time.monotonic() > deadline:
+                    break
+                names.append(entry.name)
+    except OSError:
+        return names  # a missing or unreadable folder has nothing to suggest
+    return names
+
+
+def _close(name: str, names: list[str], limit: int) -> list[str]:
+    return difflib.get_close_matches(name, names, n=limit, cutoff=SUGGEST_CUTOFF)
 
 
 def _display(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+    except (OSError, ValueError):
         return str(path)
 
 
@@ -164,16 +202,17 @@ def file_write(
         raise ToolError(f"{path} is a directory; give a file path to write")
     if refs_base is not None:
         content = expand_file_refs(content, Path(refs_base))
-    old = path.read_bytes() if path.exists() else b""
     text = content.replace("\r\n", "\n")
-    if _is_crlf(old.decode("utf-8", errors="replace")):
-        text = text.replace("\n", "\r\n")
-    data = _encode(text)
-    new = {"overwrite": data, "append": old + data, "prepend": data + old}[mode]
-    atomic_write(path, new)
+    with file_lock(path):
+        old = _read_existing(path, NEWLINE_SNIFF_BYTES if mode == "overwrite" else -1)
+        if _is_crlf(old[:NEWLINE_SNIFF_BYTES].decode("utf-8", errors="replace")):
+            text = text.replace("\n", "\r\n")
+        data = _encode(text)
+        note = _hard_link_note(path)
+        atomic_write(path, {"overwrite": data, "append": old + data, "prepend": data + old}[mode])
     result = {
         "status": "success", "path": str(path), "mode": mode,
-        "bytes": len(data), "lines": _count_lines(text),
+        "bytes": len(data), "lines": _count_lines(text), **note,
     }
     if len(data) > LARGE_WRITE_BYTES:
         result["warning"] = (
@@ -181,6 +220,28 @@ def file_write(
             "files with file_patch instead of rewriting them"
         )
     return result
+
+
+def _read_existing(path: Path, limit: int = -1) -> bytes:
+    """The file's bytes (the first ``limit`` of them when given); b"" when it is new."""
+    try:
+        f = open_regular(path)
+    except FileNotFoundError:
+        return b""
+    with f:
+        return f.read(limit)
+
+
+def _hard_link_note(path: Path) -> dict:
+    """A note for the model when ``path`` has other hard links: they keep the old content."""
+    try:
+        links = os.stat(path).st_nlink
+    except OSError:
+        return {}
+    if links < 2:
+        return {}
+    return {"note": f"{path} had {links} hard links; only this name has the new content, "
+                    "the other names keep the old one"}
 
 
 def _is_crlf(text: str) -> bool:
@@ -240,55 +301,85 @@ def content_from_reply(text: str) -> str | None:
 
 # --- patching ------------------------------------------------------------------------------
 
-def file_patch(path: Path, old_content: str, new_content: str) -> dict:
-    """Replace the one occurrence of ``old_content``; refuse zero or several matches."""
+def file_patch(
+    path: Path, old_content: str, new_content: str, abort: threading.Event | None = None
+) -> dict:
+    """Replace the one occurrence of ``old_content``; refuse zero or several matches.
+
+    ``abort`` (when set) cuts short the search for the closest lines after a miss.
+    """
     path = Path(path)
     _check_file(path)
     if not old_content:
         raise ToolError("old_content is empty; copy the exact lines to replace from file_read")
-    text = path.read_bytes().decode("utf-8", errors="surrogateescape")
-    crlf = _is_crlf(text)
-    norm = text.replace("\r\n", "\n") if crlf else text
     old = old_content.replace("\r\n", "\n")
     new = new_content.replace("\r\n", "\n")
-    count = norm.count(old)
-    if count == 0:
-        raise ToolError(_no_match_message(path, norm, old))
-    if count > 1:
-        raise ToolError(_many_matches_message(path, norm, old, count))
-    at = norm.index(old)
-    out = norm[:at] + new + norm[at + len(old) :]
-    atomic_write(path, _encode(out.replace("\n", "\r\n") if crlf else out))
+    with file_lock(path):
+        text = _read_text(path)
+        crlf = _is_crlf(text)
+        norm = text.replace("\r\n", "\n") if crlf else text
+        count = norm.count(old)
+        if count == 0:
+            raise ToolError(_no_match_message(path, norm, old, abort))
+        if count > 1:
+            raise ToolError(_many_matches_message(path, norm, old, count))
+        at = norm.index(old)
+        out = norm[:at] + new + norm[at + len(old) :]
+        note = _hard_link_note(path)
+        atomic_write(path, _encode(out.replace("\n", "\r\n") if crlf else out))
     return {
         "status": "success", "path": str(path), "replaced_lines": _count_lines(old),
-        "at_line": norm.count("\n", 0, at) + 1, "new_lines": _count_lines(new),
+        "at_line": norm.count("\n", 0, at) + 1, "new_lines": _count_lines(new), **note,
     }
 
 
-def _no_match_message(path: Path, text: str, old: str) -> str:
+def _no_match_message(path: Path, text: str, old: str, abort: threading.Event | None) -> str:
     message = (
         f"old_content was not found in {path}; nothing was changed. Re-read the file with "
         "file_read and copy the exact text to replace, including indentation and whitespace."
     )
-    near = _nearest_lines(text, old)
+    near = _nearest_lines(text, old, abort)
     if near:
         message += f"\nThe closest lines in the file are:\n{near}"
     return message
 
 
-def _nearest_lines(text: str, old: str) -> str | None:
+def _nearest_lines(text: str, old: str, abort: threading.Event | None) -> str | None:
     old_lines = old.split("\n")
     probe = max(old_lines, key=lambda line: len(line.strip())).strip()
     if not probe:
         return None
-    lines = text.split("\n")
-    stripped = [line.strip() for line in lines]
-    close = difflib.get_close_matches(probe, stripped, n=1, cutoff=NEAR_MATCH_CUTOFF)
-    if not close:
+    file_lines = text.split("\n")
+    index = _closest_line(probe, file_lines, abort)
+    if index is None:
         return None
-    first = stripped.index(close[0]) - [s.strip() for s in old_lines].index(probe)
-    lo, hi = max(0, first - 1), min(len(lines), first + len(old_lines) + 1)
-    return "\n".join(f"{n}|{_cut(lines[n - 1])}" for n in range(lo + 1, hi + 1))
+    first = index - [s.strip() for s in old_lines].index(probe)
+    lo, hi = max(0, first - 1), min(len(file_lines), first + len(old_lines) + 1)
+    return "\n".join(f"{n}|{_cut(file_lines[n - 1])}" for n in range(lo + 1, hi + 1))
+
+
+def _closest_line(probe: str, file_lines: list[str], abort: threading.Event | None) -> int | None:
+    """Index of the first line most like ``probe`` (edge whitespace aside), at least
+    ``NEAR_MATCH_CUTOFF`` alike; the search gives up after ``NEAR_MATCH_SECONDS`` or when
+    ``abort`` is set, keeping the best line found so far."""
+    deadline = time.monotonic() + NEAR_MATCH_SECONDS
+    matcher = difflib.SequenceMatcher(b=probe)
+    best, floor, seen = None, NEAR_MATCH_CUTOFF, set()
+    for index, line in enumerate(file_lines):
+        if index % NEAR_MATCH_CHECK_EVERY == 0 and (
+                time.monotonic() > deadline or (abort is not None and abort.is_set())):
+            break
+        candidate = line.strip()
+        if candidate in seen:
+            continue
+        seen.add(candidate)
+        matcher.set_seq1(candidate)
+        if matcher.real_quick_ratio() < floor or matcher.quick_ratio() < floor:
+            continue
+        score = matcher.ratio()
+        if score > floor or (best is None and score == floor):
+            best, floor = index, score
+    return best
 
 
 def _many_matches_message(path: Path, text: str, old: str, count: int) -> str:

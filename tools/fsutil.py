@@ -1,39 +1,149 @@
-"""File helpers every layer shares: atomic writes, consumed control files, locks."""
+"""File helpers every layer shares: safe opens, atomic writes, consumed control files, locks.
+
+Every writer of the runtime goes through ``atomic_write``, so the rules hold everywhere:
+a symlink is written through (its target changes, the link stays a link); an existing file
+keeps its permission bits (and, for root, its owner); a new file gets ``0o666`` minus the
+umask, like any file ``open()`` creates; a read-only file, a FIFO, a device or a socket is
+refused with a clear error. A file with several hard links is replaced under the name
+written only: its other names keep the old content, as with ``sed -i``, ``git`` and
+``rsync``. Package managers (uv, pnpm, conda) hard-link one shared store into every
+environment, and an edit meant for one project must not reach all of them.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import tempfile
+import re
+import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
+
+from tools import ToolError
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no advisory lock, writes stay atomic
     fcntl = None  # type: ignore[assignment]
 
+NEW_FILE_MODE = 0o666  # before the umask, as open(2) creates files
+TEMP_SUFFIX = ".tmp"
+TEMP_NAME_CHARS = 200  # a temp name keeps this much of the target's name (NAME_MAX is 255)
+TEMP_NAME_TRIES = 100
+TEMP_NAME_RE = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")  # ``.NAME.RANDOM.tmp``, atomic_write's
+WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+_KINDS = (
+    (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class NotRegularFileError(ToolError, OSError):
+    """The path is there but is not a regular file: a FIFO, a device, a socket."""
+
+
+class ReadOnlyFileError(ToolError, PermissionError):
+    """The file exists and is read-only: writers refuse it rather than replace it."""
+
+
+def _not_regular(path: str | Path, mode: int) -> NotRegularFileError:
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return NotRegularFileError(
+        f"{path} is {kind}, not a regular file; file tools read and write regular files "
+        "only (use code_run for pipes, devices and sockets)")
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """Open an existing regular file for binary reading, without ever blocking.
+
+    FIFOs, devices and sockets are refused before they are opened, and again on the open
+    descriptor (non-blocking), so a swap between the check and the open cannot slip through.
+    """
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # a socket (or a FIFO without a writer) swapped in
+            raise _not_regular(path, stat.S_IFSOCK) from e
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_regular(path, mode)
+    return os.fdopen(fd, "rb")
+
+
+def _writable_target(path: str | Path, target: Path) -> os.stat_result | None:
+    """The target's stat when it exists (None when new); refuses what must not be replaced."""
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(path, st.st_mode)
+    if not st.st_mode & WRITE_BITS or not os.access(target, os.W_OK):
+        shown = f"{path} (a link to {target})" if Path(path) != target else str(path)
+        raise ReadOnlyFileError(
+            f"{shown} is read-only (mode {stat.S_IMODE(st.st_mode):o}); nothing was written. "
+            "Leave it alone, or make it writable first (chmod u+w) if it is meant to change.")
+    return st
+
+
+def _create_temp(target: Path) -> tuple[int, Path]:
+    """A new empty file beside ``target``, created ``NEW_FILE_MODE`` so the umask applies."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(TEMP_NAME_TRIES):
+        name = f".{target.name[:TEMP_NAME_CHARS]}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+        tmp = target.with_name(name)
+        try:
+            return os.open(tmp, flags, NEW_FILE_MODE), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temp file name beside", str(target))
+
 
 def atomic_write(path: str | Path, data: str | bytes, encoding: str = "utf-8") -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder and ``os.replace``.
+    """Write ``data`` to ``path`` via a temp file beside its real target and ``os.replace``.
 
-    Parent folders are created. A crash leaves either the old file or the new one.
+    Parent folders are created. A crash leaves either the old file or the new one. Symlinks,
+    permission bits, the umask, read-only files and hard links follow the module's rules.
     """
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = _writable_target(path, target)
     raw = data.encode(encoding) if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    fd, tmp = _create_temp(target)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
-        if p.exists():
-            os.chmod(tmp, p.stat().st_mode & 0o7777)
-        os.replace(tmp, p)
+        if old is not None:
+            _keep_mode_and_owner(tmp, old)
+        os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def _keep_mode_and_owner(tmp: Path, old: os.stat_result) -> None:
+    # Only root may give a file away; anyone else's rewrite is owned by them, as with any
+    # editor that saves by rename. Owner first: chown clears set-id bits, chmod sets them.
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        os.chown(tmp, old.st_uid, old.st_gid)
+    os.chmod(tmp, stat.S_IMODE(old.st_mode))
+
+
+def is_temp_name(name: str) -> bool:
+    """True for the name of a temp file ``atomic_write`` creates (left behind by a kill)."""
+    return TEMP_NAME_RE.match(name) is not None
 
 
 def take_file(path: Path) -> str | None:
@@ -47,15 +157,23 @@ def take_file(path: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def file_lock(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``lock_path`` (created if missing) for the block:
-    ``fcntl.flock`` on POSIX, best effort elsewhere."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+b") as lock:
-        if fcntl is not None:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+def file_lock(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock for a read-modify-write of ``path``, across threads and processes.
+
+    The lock (``flock``) is taken on the folder that holds the real target of ``path``: a
+    folder's inode stays the same while the files in it are replaced by rename, every name
+    of one file (symlinks included) meets at the same folder, a file that does not exist
+    yet is covered, and no lock file is left in anyone's folder. Writers in one folder take
+    turns; each holds the lock for the milliseconds of one write. Not reentrant.
+    """
+    folder = Path(os.path.realpath(path)).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -1,0 +1,373 @@
+"""File tools under hostile input: FIFOs, devices, sockets, huge files, symlinks, modes,
+hard links, read-only files, concurrent writers, slow near-match and path searches."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from tools import ToolError, files, fsutil, lines
+from tools.files import file_patch, file_read, file_write, suggest_paths
+
+HANG_GUARD_SECONDS = 5  # a call still running after this is blocked (the test then fails)
+READ_PEAK_BYTES = 3 << 20  # file_read of a big file must stay under this (traced)
+BIG_FILE_LINES = 300_000  # ~20 MB of text
+WRITERS = 12
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_unblocked(fn, fifo: Path):
+    """``fn()``'s result or exception; fails (after unblocking it) if it blocks on ``fifo``."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["result"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed back to the test
+            box["error"] = e
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(HANG_GUARD_SECONDS)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # the reader sees EOF
+        worker.join(HANG_GUARD_SECONDS)
+        pytest.fail(f"the call blocked on the FIFO {fifo}")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+# --- only regular files --------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda p: file_read(p),
+    lambda p: file_read(p, keyword="x"),
+    lambda p: file_write(p, "x\n"),
+    lambda p: file_write(p, "x\n", mode="append"),
+    lambda p: file_write(p, "x\n", mode="prepend"),
+    lambda p: file_patch(p, "a", "b"),
+], ids=["read", "read-keyword", "overwrite", "append", "prepend", "patch"])
+def test_file_tools_refuse_a_fifo_without_blocking(tmp_path, call):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ToolError, match=r"FIFO \(named pipe\), not a regular file"):
+        run_unblocked(lambda: call(fifo), fifo)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+def test_file_read_refuses_a_device(device):
+    if not os.path.exists(device):
+        pytest.skip(f"{device} is not there")
+    with pytest.raises(ToolError, match="character device, not a regular file"):
+        file_read(Path(device))
+    with pytest.raises(ToolError, match="character device"):
+        file_write(Path(device), "x")
+
+
+def test_file_read_refuses_a_socket(tmp_path):
+    path = tmp_path / "s.sock"
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(path))
+        with pytest.raises(ToolError, match="socket, not a regular file"):
+            file_read(path)
+    finally:
+        server.close()
+
+
+def test_open_regular_refuses_a_fifo_swapped_in_after_the_check(tmp_path, monkeypatch):
+    fifo, plain = tmp_path / "pipe", tmp_path / "plain.txt"
+    os.mkfifo(fifo)
+    plain.write_text("x\n")
+    real_stat = os.stat
+
+    def stat_before_the_swap(path, *args, **kwargs):
+        return real_stat(plain if Path(path) == fifo else path, *args, **kwargs)
+
+    monkeypatch.setattr(fsutil.os, "stat", stat_before_the_swap)
+    with pytest.raises(ToolError, match="FIFO"):
+        run_unblocked(lambda: fsutil.open_regular(fifo), fifo)
+
+
+# --- bounded reads -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "app.log"
+    row = "2024-01-01 12:00:00 INFO worker handled request id={:08d} in 12 ms\n"
+    with open(path, "w") as f:
+        for first in range(0, BIG_FILE_LINES, 10_000):
+            f.write("".join(row.format(i) for i in range(first, first + 10_000)))
+        f.write("2024-01-01 12:00:01 ERROR Disk Quota exceeded near the end\n")
+    return path
+
+
+def traced_peak(fn) -> tuple[object, int]:
+    tracemalloc.start()
+    try:
+        result = fn()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_file_read_holds_only_what_it_shows(big_log):
+    assert big_log.stat().st_size > 6 * READ_PEAK_BYTES
+    out, peak = traced_peak(lambda: file_read(big_log))
+    assert peak < READ_PEAK_BYTES
+    assert out.startswith(f"[FILE] {BIG_FILE_LINES + 1} lines\n1|")
+    assert f"[PARTIAL] showing lines 1-200 of {BIG_FILE_LINES + 1}; use start=201" in out
+
+
+def test_file_read_keyword_search_streams(big_log):
+    out, peak = traced_peak(lambda: file_read(big_log, keyword="disk QUOTA", count=10))
+    assert peak < READ_PEAK_BYTES
+    last = BIG_FILE_LINES + 1
+    assert f"{last}|2024-01-01 12:00:01 ERROR Disk Quota exceeded" in out
+    assert f"[PARTIAL] showing lines {last - 3}-{last} of {last}" in out
+
+
+def test_file_read_far_start_streams(big_log):
+    out, peak = traced_peak(lambda: file_read(big_log, start=BIG_FILE_LINES, count=5))
+    assert peak < READ_PEAK_BYTES
+    assert out.splitlines()[1].startswith(f"{BIG_FILE_LINES}|")
+    assert f"id={BIG_FILE_LINES - 1:08d}" in out
+
+
+def test_file_read_of_one_huge_line_is_bounded(tmp_path):
+    path = tmp_path / "one.line"
+    size = 12 << 20
+    with open(path, "wb") as f:
+        f.write(b"a" * size + b" NEEDLE\r\nnext\n")
+    out, peak = traced_peak(lambda: file_read(path, keyword="needle"))
+    assert peak < READ_PEAK_BYTES
+    first, second = out.splitlines()[1:3]
+    assert first == f"1|{'a' * files.MAX_LINE_CHARS} ... [TRUNCATED] ({size + 7} chars)"
+    assert second == "2|next"
+
+
+def test_keyword_across_a_piece_boundary_of_a_long_line_is_found(tmp_path):
+    path = tmp_path / "edge.txt"
+    edge = 2 * lines.SCAN_CHUNK_BYTES  # the keyword straddles the second piece's end
+    path.write_bytes(b"short\n" + b"b" * (edge - 9) + b"KEYWORD" + b"b" * (edge * 2) + b"\n")
+    assert "[FILE] 2 lines" in file_read(path, keyword="keyword")
+    assert "[NOTE]" not in file_read(path, keyword="keyword")
+
+
+def test_file_write_overwrite_reads_only_the_head_of_the_old_file(tmp_path):
+    path = tmp_path / "old.log"
+    path.write_bytes(b"old line\r\n" * (1 << 20))
+    _, peak = traced_peak(lambda: file_write(path, "fresh\n"))
+    assert peak < READ_PEAK_BYTES
+    assert path.read_bytes() == b"fresh\r\n"
+
+
+def test_file_read_stops_at_its_budget_on_a_whole_line(tmp_path):
+    path = tmp_path / "wide.txt"
+    path.write_text("".join(f"{i:03d}" + "x" * 96 + "\n" for i in range(1, 101)))
+    out = file_read(path, count=100, max_chars=1_000)
+    shown = [line for line in out.splitlines() if "|" in line]
+    assert shown[-1] == "9|009" + "x" * 96
+    assert "[PARTIAL] showing lines 1-9 of 100; use start=10" in out
+
+
+# --- file_patch near-match search ----------------------------------------------------------
+
+@pytest.fixture
+def near_miss(tmp_path):
+    path = tmp_path / "long.py"
+    body = "".join(f"value_{i} = compute({i})\n" for i in range(20_000))
+    path.write_text(body + "    return reticulate(splines, 42)\n")
+    return path
+
+
+def test_file_patch_near_match_search_stops_on_abort(near_miss):
+    with pytest.raises(ToolError) as found:
+        file_patch(near_miss, "    return reticulate(splines, 43)", "x")
+    assert "20001|    return reticulate(splines, 42)" in str(found.value)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(ToolError) as aborted:
+        file_patch(near_miss, "    return reticulate(splines, 43)", "x", abort=stop)
+    assert "was not found" in str(aborted.value)
+    assert "closest lines" not in str(aborted.value)
+
+
+def test_file_patch_near_match_search_keeps_to_its_time_budget(near_miss, monkeypatch):
+    monkeypatch.setattr(files, "NEAR_MATCH_SECONDS", -1)
+    with pytest.raises(ToolError) as err:
+        file_patch(near_miss, "    return reticulate(splines, 43)", "x")
+    assert "was not found" in str(err.value)
+    assert "closest lines" not in str(err.value)
+
+
+# --- did you mean --------------------------------------------------------------------------
+
+def test_did_you_mean_looks_only_in_the_folder_and_its_parent(tmp_path):
+    (tmp_path / "x.conf").write_text("x")
+    assert suggest_paths(tmp_path / "a" / "b" / "c" / "x.conf") == []
+    with pytest.raises(ToolError) as err:
+        file_read(Path("/nonexistent/x.conf"))
+    assert str(err.value) == "file not found: /nonexistent/x.conf."
+
+
+def test_did_you_mean_finds_the_name_in_a_sibling_or_the_parent(tmp_path):
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "test_io.py").write_text("x")
+    (tmp_path / "setup.cfg").write_text("x")
+    assert suggest_paths(tmp_path / "tests" / "test_io.py") == [
+        str(tmp_path / "test" / "test_io.py")]
+    assert suggest_paths(tmp_path / "tests" / "setup.cfg") == [str(tmp_path / "setup.cfg")]
+
+
+def test_did_you_mean_gives_up_at_its_deadline(tmp_path, monkeypatch):
+    (tmp_path / "config.yaml").write_text("x")
+    assert suggest_paths(tmp_path / "confg.yaml") == [str(tmp_path / "config.yaml")]
+    monkeypatch.setattr(files, "SUGGEST_SECONDS", -1)
+    assert suggest_paths(tmp_path / "confg.yaml") == []
+
+
+# --- symlinks, modes, hard links, read-only ------------------------------------------------
+
+@pytest.mark.parametrize("write", [
+    lambda p: file_write(p, "new\n"),
+    lambda p: file_write(p, "new\n", mode="append"),
+    lambda p: file_patch(p, "old", "new"),
+], ids=["overwrite", "append", "patch"])
+def test_writes_go_through_a_symlink_and_keep_the_link(tmp_path, write):
+    (tmp_path / "dotfiles").mkdir()
+    target = tmp_path / "dotfiles" / "bashrc"
+    target.write_text("old\n")
+    link = tmp_path / ".bashrc"
+    link.symlink_to(Path("dotfiles") / "bashrc")
+    write(link)
+    assert link.is_symlink() and os.readlink(link) == os.path.join("dotfiles", "bashrc")
+    assert "new" in target.read_text()
+    assert sorted(p.name for p in (tmp_path / "dotfiles").iterdir()) == ["bashrc"]
+
+
+def test_write_through_a_dangling_symlink_creates_its_target(tmp_path):
+    link = tmp_path / "link.txt"
+    link.symlink_to(tmp_path / "made.txt")
+    file_write(link, "hello\n")
+    assert link.is_symlink() and (tmp_path / "made.txt").read_text() == "hello\n"
+
+
+def test_writes_keep_the_permission_bits(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text("echo old\n")
+    path.chmod(0o754)
+    file_write(path, "echo new\n")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o754
+    file_patch(path, "new", "newer")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o754
+
+
+@pytest.mark.parametrize("umask, expected", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_new_files_honour_the_umask(tmp_path, umask, expected):
+    old = os.umask(umask)
+    try:
+        file_write(tmp_path / "new.txt", "x\n")
+        fsutil.atomic_write(tmp_path / "deep" / "also.txt", "x\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.txt").stat().st_mode) == expected
+    assert stat.S_IMODE((tmp_path / "deep" / "also.txt").stat().st_mode) == expected
+
+
+@pytest.mark.parametrize("write", [
+    lambda p: file_write(p, "changed\n"),
+    lambda p: file_write(p, "more\n", mode="append"),
+    lambda p: file_patch(p, "keep", "changed"),
+    lambda p: fsutil.atomic_write(p, "changed\n"),
+], ids=["overwrite", "append", "patch", "atomic_write"])
+def test_a_read_only_file_is_refused(tmp_path, write):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "locked.txt"
+    path.write_text("keep me\n")
+    path.chmod(0o444)
+    with pytest.raises(ToolError, match=r"locked.txt is read-only \(mode 444\); nothing was"):
+        write(path)
+    assert path.read_text() == "keep me\n"
+    assert [p.name for p in folder.iterdir()] == ["locked.txt"]
+
+
+def test_writes_split_a_hard_link_and_say_so(tmp_path):
+    store = tmp_path / "store" / "lib.py"
+    store.parent.mkdir()
+    store.write_text("shared = 1\n")
+    project = tmp_path / "lib.py"
+    os.link(store, project)
+    result = file_patch(project, "shared = 1", "shared = 2")
+    assert project.read_text() == "shared = 2\n"
+    assert store.read_text() == "shared = 1\n"
+    assert "2 hard links" in result["note"] and "keep the old one" in result["note"]
+    assert "note" not in file_write(project, "shared = 3\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
+def test_a_rewrite_by_root_keeps_the_owner(tmp_path):
+    path = tmp_path / "theirs.txt"
+    path.write_text("x\n")
+    os.chown(path, 4321, 4321)
+    file_write(path, "y\n")
+    assert (path.stat().st_uid, path.stat().st_gid) == (4321, 4321)
+
+
+# --- concurrent writers --------------------------------------------------------------------
+
+def run_writers(code: str, tmp_path: Path, rounds: int) -> None:
+    """Start ``WRITERS`` processes running ``code`` (with ``me``, ``rounds``, ``path`` set)."""
+    script = tmp_path / "writer.py"
+    script.write_text(textwrap.dedent(code))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, str(script), str(me), str(rounds)], env=env,
+                              cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+             for me in range(WRITERS)]
+    errors = [p.communicate()[1] for p in procs if p.wait() != 0]
+    assert not any(p.returncode for p in procs), errors
+
+
+def test_concurrent_appends_from_12_processes_keep_every_line(tmp_path):
+    run_writers("""
+        import sys
+        from tools.files import file_write
+        me, rounds = int(sys.argv[1]), int(sys.argv[2])
+        for i in range(rounds):
+            file_write("shared.log", f"writer {me} line {i}\\n", mode="append")
+    """, tmp_path, rounds=6)
+    lines = (tmp_path / "shared.log").read_text().splitlines()
+    assert sorted(lines) == sorted(f"writer {w} line {i}" for w in range(WRITERS)
+                                   for i in range(6))
+
+
+def test_concurrent_patches_from_12_processes_keep_every_edit(tmp_path):
+    (tmp_path / "slots.txt").write_text("".join(f"slot {w}: 0\n" for w in range(WRITERS)))
+    run_writers("""
+        import sys
+        from tools.files import file_patch
+        me, rounds = int(sys.argv[1]), int(sys.argv[2])
+        for i in range(rounds):
+            file_patch("slots.txt", f"slot {me}: {i}\\n", f"slot {me}: {i + 1}\\n")
+    """, tmp_path, rounds=6)
+    expected = "".join(f"slot {w}: 6\n" for w in range(WRITERS))
+    assert (tmp_path / "slots.txt").read_text() == expected
+
+
+def test_file_lock_leaves_no_lock_file(tmp_path):
+    folder = tmp_path / "locked"
+    with fsutil.file_lock(folder / "a.txt"):
+        assert folder.is_dir()
+    assert list(folder.iterdir()) == []
