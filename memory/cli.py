@@ -62,7 +62,7 @@ def _lint(store: MemoryStore, args: list[str], out: Any) -> int:
         return EXIT_OK
     summary = f"memory lint: {len(problems)} problem(s), {fixed} fixed, {left} left"
     if left and not fix:
-        summary += " (ga memory lint --fix repairs index and duplicate problems)"
+        summary += " (ga memory lint --fix repairs index, duplicate and temp-file problems)"
     _emit(out, summary)
     return EXIT_PROBLEMS if left else EXIT_OK
 

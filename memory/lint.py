@@ -1,20 +1,22 @@
 """``ga memory lint``: deterministic checks that the memory layers still fit together.
 
 Rules: L1 points only at files that exist; every L3 SOP is indexed in L1; L1 stays within
-``L1_MAX_LINES``; L2 has no duplicated entries; no secret-looking string in any layer.
-``fix=True`` repairs the mechanical ones (dangling L1 pointers removed, missing index
-entries added, duplicate L2 lines removed, missing L1/L2 re-seeded); the others need a
-person: they are reported with ``fixed=False``.
+``L1_MAX_LINES``; L2 has no duplicated entries; no secret-looking string in any layer; no
+temp file left by an interrupted write. ``fix=True`` repairs the mechanical ones (dangling
+L1 pointers removed, missing index entries added, duplicate L2 lines removed, missing L1/L2
+re-seeded, stale temp files removed); the others need a person: they are reported with
+``fixed=False``.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmcore.secrets import find_secrets
-from tools.fsutil import atomic_write
+from tools.fsutil import TEMP_SUFFIX, atomic_write, is_temp_name
 
 from .store import MemoryStore
 
@@ -24,6 +26,7 @@ SCANNED_SUFFIXES = (".md", ".py", ".txt", ".json", ".jsonl", ".yaml", ".yml")
 # ASCII word characters only: Chinese text runs into names without spaces ("见plan_sop").
 _FILE_PTR = re.compile(r"(?<![\w/.-])([\w-]+(?:/[\w.-]+)*\.(?:md|py|txt|json))(?!\w)", re.A)
 _SOP_PTR = re.compile(r"(?<![\w/.-])([\w-]*_sop)(?!\w|\.\w)", re.A)
+STALE_TEMP_SECONDS = 60  # a write's temp file this old was left by a writer that was killed
 _ANNOTATION = r"(?:\s*(?:\([^)\n]*\)|（[^）\n]*）))?"
 
 
@@ -173,6 +176,23 @@ def _check_present(store: MemoryStore, fix: bool) -> list[LintProblem]:
     return [LintProblem(p, 0, "missing memory file", fixed=fix) for p in missing]
 
 
+def _check_temp_files(store: MemoryStore, fix: bool) -> list[LintProblem]:
+    problems = []
+    now = time.time()
+    for path in sorted(store.dir.rglob("*" + TEMP_SUFFIX)):
+        try:
+            age = now - path.stat().st_mtime
+        except OSError:
+            continue  # its writer finished meanwhile
+        if not is_temp_name(path.name) or age < STALE_TEMP_SECONDS:
+            continue
+        if fix:
+            path.unlink(missing_ok=True)
+        problems.append(LintProblem(
+            path, 0, f"temp file left by an interrupted write ({int(age)} s old)", fixed=fix))
+    return problems
+
+
 def lint_store(store: MemoryStore, fix: bool = False) -> list[LintProblem]:
     """Run every rule; with ``fix`` repair the mechanical problems in place."""
     problems = _check_present(store, fix)
@@ -181,4 +201,5 @@ def lint_store(store: MemoryStore, fix: bool = False) -> list[LintProblem]:
     problems += _check_l1(store, fix)
     problems += _check_l2(store, fix)
     problems += _check_secrets(store)
+    problems += _check_temp_files(store, fix)
     return problems

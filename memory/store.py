@@ -7,11 +7,13 @@ L4 ``L4_raw_sessions/``. Files, not models: nothing here talks to an LLM.
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 from datetime import date
 from pathlib import Path
 
-from tools.fsutil import atomic_write, file_lock
+from tools.fsutil import atomic_write, file_lock, open_regular
 
 from .texts import L1_TEMPLATE, L2_TEMPLATE
 
@@ -22,11 +24,12 @@ STATS_NAME = "file_access_stats.json"
 L4_DIRNAME = "L4_raw_sessions"
 L4_MAX_SESSIONS = 500  # retention: older archived sessions are pruned
 SEEDED_MANIFEST = ".starter_sops.json"  # starter SOPs ever installed: a deleted one stays gone
-LOCK_SUFFIX = ".lock"
 SOP_SUFFIXES = (".md", ".py")
 NON_SOP_NAMES = frozenset({L1_NAME, L2_NAME, STATS_NAME})
 
 __all__ = ["MemoryStore", "bundled_sop_dir"]
+
+log = logging.getLogger("ga.memory")
 
 
 def bundled_sop_dir() -> Path:
@@ -41,6 +44,7 @@ class MemoryStore:
         self.home = Path(home).expanduser()
         self.dir = self.home / "memory"
         self.l4_keep = l4_keep
+        self._stats_failed = False  # a failed stats write is reported once per store
 
     # ---- paths -------------------------------------------------------------------
     @property
@@ -98,7 +102,8 @@ class MemoryStore:
     # ---- reads -------------------------------------------------------------------
     def _read(self, path: Path) -> str:
         try:
-            return path.read_text(encoding="utf-8", errors="replace")
+            with open_regular(path) as f:
+                return io.TextIOWrapper(f, encoding="utf-8", errors="replace").read()
         except OSError:
             return ""
 
@@ -140,19 +145,22 @@ class MemoryStore:
     def append(self, name: str, text: str) -> Path:
         """Append ``text`` to a memory file (created if missing), on its own line."""
         path = self._target(name)
-        old = self._read(path)
-        sep = "" if not old or old.endswith("\n") else "\n"
-        atomic_write(path, old + sep + text + ("" if text.endswith("\n") else "\n"))
+        with file_lock(path):
+            old = self._read(path)
+            sep = "" if not old or old.endswith("\n") else "\n"
+            atomic_write(path, old + sep + text + ("" if text.endswith("\n") else "\n"))
         return path
 
     def patch(self, name: str, old: str, new: str) -> Path:
         """Replace exactly one occurrence of ``old``; ValueError when 0 or several match."""
         path = self._target(name)
-        content = self._read(path)
-        found = content.count(old) if old else 0
-        if found != 1:
-            raise ValueError(f"{name}: expected exactly one match of the old text, found {found}")
-        atomic_write(path, content.replace(old, new, 1))
+        with file_lock(path):
+            content = self._read(path)
+            found = content.count(old) if old else 0
+            if found != 1:
+                raise ValueError(
+                    f"{name}: expected exactly one match of the old text, found {found}")
+            atomic_write(path, content.replace(old, new, 1))
         return path
 
     # ---- access stats ------------------------------------------------------------
@@ -164,21 +172,33 @@ class MemoryStore:
     def access_stats(self) -> dict:
         """``{name: {"count": int, "last": "YYYY-MM-DD"}}``; {} when missing or unreadable."""
         try:
-            data = json.loads(self.stats_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(self._read(self.stats_path))
+        except ValueError:
             return {}
         return data if isinstance(data, dict) else {}
 
     def record_access(self, path: Path | str, today: date | None = None) -> None:
-        """Count one read of a memory file (count + last date), atomically and locked."""
-        key = self._stats_key(path)
-        with file_lock(self.dir / ("." + STATS_NAME + LOCK_SUFFIX)):
+        """Count one read of a memory file (count + last date), atomically and locked.
+
+        Stats are a convenience: when they cannot be written (a full disk, a read-only
+        home) that is reported once and the read goes on.
+        """
+        try:
+            self._count_access(self._stats_key(path), today or date.today())
+        except OSError as e:
+            if not self._stats_failed:
+                self._stats_failed = True
+                log.warning("cannot update memory access stats %s: %s; going on without them",
+                            self.stats_path, e)
+
+    def _count_access(self, key: str, today: date) -> None:
+        with file_lock(self.stats_path):
             stats = self.access_stats()
             entry = stats.get(key) if isinstance(stats.get(key), dict) else {}
             count = entry.get("count", 0)
             stats[key] = {
                 "count": (count if isinstance(count, int) else 0) + 1,
-                "last": (today or date.today()).isoformat(),
+                "last": today.isoformat(),
             }
             text = json.dumps(stats, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
             atomic_write(self.stats_path, text)
