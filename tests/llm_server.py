@@ -21,6 +21,9 @@ import pytest
 from genutil import drain
 
 Event = tuple[str | None, Any]  # (SSE event name, data: dict or raw str)
+BAD_EVENT = "{not json"
+HTML_PAGE = ("<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1>"
+             "<hr><center>nginx</center></body></html>")
 SHUTDOWN_POLL_SECONDS = 0.01  # serve_forever notices shutdown() this fast (default 0.5 s)
 
 
@@ -36,11 +39,18 @@ class Reply:
     status: int | None = None
     retry_after: str | None = None
     message: str = "injected failure"
+    body: dict | None = None  # an error answer's whole body (default: the API's error shape)
     error_type: str | None = None
     drop_after: int | None = None  # close the connection after this many events
     stall_after: int | None = None  # go silent after this many events …
     stall: float = 0.0  # … for this many seconds
     error_after: int | None = None  # send an in-stream error event after this many events
+    bad_event_after: int | None = None  # send an event that is not JSON after this many events
+    end_after: int | None = None  # end the stream cleanly (no [DONE]) after this many events
+    drip: float = 0.0  # send the stream one byte at a time, this many seconds apart
+    html: bool = False  # answer 200 with an HTML page (a proxy's error), not the API
+    repeat_name: bool = False  # tool-call chunks repeat function.name (llama.cpp's server)
+    no_usage: bool = False  # the stream carries no usage (llama.cpp's server)
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -62,10 +72,14 @@ def chat_events(r: Reply, model: str) -> Iterator[Event]:
     for i, (name, args) in enumerate(r.tool_calls):
         yield chunk({"tool_calls": [{"index": i, "id": f"call_{i}_{len(args)}", "type": "function",
                                      "function": {"name": name, "arguments": ""}}]})
+        again = {"name": name} if r.repeat_name else {}
         for p in _pieces(args, 5):
-            yield chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
+            yield chunk({"tool_calls": [{"index": i, "function": {**again, "arguments": p}}]})
     finish = {"max_tokens": "length", "refusal": "content_filter"}.get(r.stop or "", None)
     yield chunk({}, finish or ("tool_calls" if r.tool_calls else "stop"))
+    if r.no_usage:
+        yield None, "[DONE]"
+        return
     inp, cached, out = r.usage
     yield None, {**base, "choices": [], "usage": {
         "prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out,
@@ -147,7 +161,7 @@ def _response_obj(r: Reply, model: str, status: str, output: list[dict]) -> dict
         "id": "resp_1", "object": "response", "created_at": 1, "model": model, "status": status,
         "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
         "error": None, "incomplete_details": None}
-    if status != "in_progress":
+    if status != "in_progress" and not r.no_usage:
         obj["usage"] = {"input_tokens": inp, "input_tokens_details": {"cached_tokens": cached},
                         "output_tokens": out, "output_tokens_details": {"reasoning_tokens": 0},
                         "total_tokens": inp + out}
@@ -224,6 +238,8 @@ def error_body(path: str, status: int, r: Reply) -> dict:
     kinds = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error",
              529: "overloaded_error"}
     kind = r.error_type or kinds.get(status, "api_error")
+    if r.body is not None:
+        return r.body
     if path == "/v1/messages":
         return {"type": "error", "error": {"type": kind, "message": r.message}}
     return {"error": {"message": r.message, "type": kind, "code": kind, "param": None}}
@@ -257,6 +273,8 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.status:
             headers = {"Retry-After": reply.retry_after} if reply.retry_after else {}
             return self._json(reply.status, error_body(self.path, reply.status, reply), headers)
+        if reply.html:
+            return self._raw(200, "text/html", HTML_PAGE)
         events, as_json = ROUTES[self.path]
         model = body.get("model", "test-model")
         if not body.get("stream"):
@@ -264,9 +282,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(list(events(reply, model)), reply)
 
     def _json(self, status: int, data: dict, headers: dict | None = None) -> None:
-        raw = json.dumps(data).encode()
+        self._raw(status, "application/json", json.dumps(data), headers)
+
+    def _raw(self, status: int, content_type: str, text: str,
+             headers: dict | None = None) -> None:
+        raw = text.encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(raw)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -284,23 +306,34 @@ class _Handler(BaseHTTPRequestHandler):
                 if i == r.drop_after:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
+                if i == r.end_after:
+                    break
                 if i == r.stall_after:
                     time.sleep(r.stall)
                 if i == r.error_after:
-                    self._send_event(*stream_error(self.path, r))
+                    self._send_event(*stream_error(self.path, r), r.drip)
                     break
-                self._send_event(name, data)
+                if i == r.bad_event_after:
+                    self._send_event(name, BAD_EVENT, r.drip)
+                self._send_event(name, data, r.drip)
             self.wfile.write(b"0\r\n\r\n")
         except OSError:
             return  # the client went away (abort, idle timeout): nothing more to send
 
-    def _send_event(self, name: str | None, data: Any) -> None:
+    def _send_event(self, name: str | None, data: Any, drip: float = 0.0) -> None:
         text = data if isinstance(data, str) else json.dumps(data)
         raw = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
         payload = raw.encode()
         self.server.owner.sent.append((time.perf_counter(), text))
-        self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
-        self.wfile.flush()
+        frame = f"{len(payload):x}\r\n".encode() + payload + b"\r\n"
+        if not drip:
+            self.wfile.write(frame)
+            self.wfile.flush()
+            return
+        for i in range(len(frame)):
+            self.wfile.write(frame[i:i + 1])
+            self.wfile.flush()
+            time.sleep(drip)
 
 
 class _Server(ThreadingHTTPServer):
