@@ -8,7 +8,8 @@ import anthropic
 import httpx2
 
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
-from .provider import Request, close_stream, result_text, sdk_options, tool_input_json
+from .provider import Events, Request, close_stream, result_text, sdk_options, tool_input_json
+from .retry import BadResponse, StreamFailure
 
 STOP = {"stop_sequence": "end_turn", "model_context_window_exceeded": "max_tokens",
         "pause_turn": "end_turn"}
@@ -21,7 +22,7 @@ class AnthropicMessages:
     """One streamed Messages call per ``stream``."""
 
     errors: tuple[type[BaseException], ...] = (anthropic.APIError, httpx2.TransportError,
-                                               httpx2.StreamError)
+                                               httpx2.StreamError, BadResponse, StreamFailure)
 
     def __init__(self, profile: Any, api_key: str | None):
         opts = sdk_options(profile, api_key, anthropic)
@@ -56,18 +57,20 @@ class AnthropicMessages:
 
     def stream(self, req: Request, resp: LLMResponse) -> Iterator[str]:
         self._current = self.client.messages.create(**self.params(req))
+        events = Events(self._current)
         state = _State()
         try:
-            for event in self._current:
+            for event in events:
                 yield from state.handle(event, resp, req)
         finally:
             self._current = None
         if not state.stopped:
-            raise httpx2.RemoteProtocolError("stream ended before message_stop")
-        resp.thinking_blocks = [b for b in state.blocks.values()
-                                if b["type"] in ("thinking", "redacted_thinking")]
+            raise events.dropped("message_stop")
+        blocks = [{k: "".join(v) if isinstance(v, list) else v for k, v in b.items()}
+                  for b in state.blocks.values()]
+        resp.thinking_blocks = [b for b in blocks if b["type"] in ("thinking", "redacted_thinking")]
         resp.tool_calls = [ToolCall.make(b["id"], b["name"], b["json"] or "{}")
-                           for b in state.blocks.values() if b["type"] == "tool_use"]
+                           for b in blocks if b["type"] == "tool_use"]
 
 
 def _thinking(prof: Any) -> dict | None:
@@ -98,7 +101,7 @@ class _State:
         elif kind == "content_block_start":
             self.blocks[ev.index] = _start_block(ev.content_block, req)
         elif kind == "content_block_delta":
-            yield from _delta(self.blocks[ev.index], ev.delta, resp)
+            yield from _delta(self.blocks[ev.index], ev.delta)
         elif kind == "message_delta":
             stop = ev.delta.stop_reason or "end_turn"
             resp.stop_reason = STOP.get(stop, stop)
@@ -110,26 +113,24 @@ class _State:
 def _start_block(block: Any, req: Request) -> dict:
     if block.type == "tool_use":
         req.tool_started = True
-        return {"type": "tool_use", "id": block.id, "name": block.name, "json": ""}
-    if block.type == "thinking":
-        return {"type": "thinking", "thinking": "", "signature": ""}
+        return {"type": "tool_use", "id": block.id, "name": block.name, "json": []}
+    if block.type == "thinking":  # pieces are joined once, when the stream ends
+        return {"type": "thinking", "thinking": [], "signature": []}
     if block.type == "redacted_thinking":
         return {"type": "redacted_thinking", "data": block.data}
     return {"type": block.type}
 
 
-def _delta(block: dict, delta: Any, resp: LLMResponse) -> Iterator[str]:
+def _delta(block: dict, delta: Any) -> Iterator[str]:
     if delta.type == "text_delta":
-        resp.content += delta.text
         yield delta.text
     elif delta.type == "thinking_delta":
-        block["thinking"] += delta.thinking
-        resp.thinking += delta.thinking
+        block["thinking"].append(delta.thinking)
         yield ThinkingChunk(delta.thinking)
     elif delta.type == "signature_delta":
-        block["signature"] += delta.signature
+        block["signature"].append(delta.signature)
     elif delta.type == "input_json_delta":
-        block["json"] += delta.partial_json
+        block["json"].append(delta.partial_json)
 
 
 def to_messages(messages: list[dict]) -> list[dict]:

@@ -53,11 +53,13 @@ class Usage:
     input: int = 0
     cached: int = 0
     output: int = 0
+    estimated: bool = False  # the server reported none: counted from characters (shown "≈")
 
     def add(self, other: Usage) -> None:
         self.input += other.input
         self.cached += other.cached
         self.output += other.output
+        self.estimated = self.estimated or other.estimated
 
     @property
     def total(self) -> int:

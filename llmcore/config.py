@@ -42,6 +42,7 @@ class Profile:
     max_retries: int = 5
     timeout: float = 30.0
     read_timeout: float = 120.0
+    request_timeout: float = 600.0
     thinking: str | None = None
     thinking_budget: int = 4096
     reasoning_effort: str | None = None
@@ -60,8 +61,8 @@ class Profile:
 FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Profile)}
 INT_FIELDS = {"context_win", "max_tokens", "max_retries", "thinking_budget", "trim_keep_prefix",
               "max_turn_attempts"}
-FLOAT_FIELDS = {"temperature", "timeout", "read_timeout", "retry_after_cap", "backoff_base",
-                "backoff_max", "spring_back"}
+FLOAT_FIELDS = {"temperature", "timeout", "read_timeout", "request_timeout", "retry_after_cap",
+                "backoff_base", "backoff_max", "spring_back"}
 CHOICES = {"provider": KINDS, "tool_mode": TOOL_MODES, "thinking": THINKING_MODES,
            "reasoning_effort": EFFORTS}
 

@@ -11,6 +11,7 @@ import openai
 
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
 from .provider import (
+    Events,
     Request,
     close_stream,
     is_reasoning_model,
@@ -19,6 +20,7 @@ from .provider import (
     sdk_options,
     tool_input_json,
 )
+from .retry import BadResponse, StreamFailure
 
 FINISH = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
           "function_call": "tool_use", "content_filter": "refusal"}
@@ -52,7 +54,7 @@ class OpenAIChat:
     """One streamed Chat Completions call per ``stream``."""
 
     errors: tuple[type[BaseException], ...] = (openai.APIError, httpx2.TransportError,
-                                               httpx2.StreamError)
+                                               httpx2.StreamError, BadResponse, StreamFailure)
 
     def __init__(self, profile: Any, api_key: str | None):
         self.client = openai.OpenAI(**sdk_options(profile, api_key, openai))
@@ -79,41 +81,53 @@ class OpenAIChat:
 
     def stream(self, req: Request, resp: LLMResponse) -> Iterator[str]:
         self._current = self.client.chat.completions.create(**self.params(req))
-        calls: dict[int, dict[str, str]] = {}
+        events = Events(self._current)
+        calls: dict[int, dict[str, Any]] = {}
+        finished = False
         try:
-            for chunk in self._current:
+            for chunk in events:
                 if chunk.usage:
                     resp.usage = _usage(chunk.usage)
                 for choice in chunk.choices:
-                    yield from _delta(choice.delta, resp, calls, req)
+                    yield from _delta(choice.delta, calls, req)
                     if choice.finish_reason:
+                        finished = True
                         resp.stop_reason = FINISH.get(choice.finish_reason, choice.finish_reason)
         finally:
             self._current = None
+        if not finished:
+            raise events.dropped("a finish_reason")
         resp.tool_calls = [ToolCall.make(c["id"] or f"call_{uuid.uuid4().hex[:12]}",
-                                         c["name"], c["args"]) for _, c in sorted(calls.items())]
+                                         c["name"], "".join(c["args"]))
+                           for _, c in sorted(calls.items(), key=lambda kv: kv[0] or 0)]
         if resp.tool_calls:
             resp.stop_reason = "tool_use"
 
 
-def _delta(delta: Any, resp: LLMResponse, calls: dict[int, dict[str, str]],
-           req: Request) -> Iterator[str]:
+def _delta(delta: Any, calls: dict[int, dict[str, Any]], req: Request) -> Iterator[str]:
     reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
     if isinstance(reasoning, str) and reasoning:
-        resp.thinking += reasoning
         yield ThinkingChunk(reasoning)
     if delta.content:
-        resp.content += delta.content
         yield delta.content
     for tc in delta.tool_calls or []:
         req.tool_started = True
-        slot = calls.setdefault(tc.index, {"id": "", "name": "", "args": ""})
+        slot = calls.setdefault(tc.index, {"id": "", "name": "", "args": []})
         if tc.id:
             slot["id"] = tc.id
         if tc.function and tc.function.name:
-            slot["name"] += tc.function.name
+            slot["name"] = add_name(slot["name"], tc.function.name)
         if tc.function and tc.function.arguments:
-            slot["args"] += tc.function.arguments
+            slot["args"].append(tc.function.arguments)
+
+
+def add_name(held: str, piece: str) -> str:
+    """A streamed tool name with its next piece. Some servers (llama.cpp) send the whole name
+    in every chunk: a piece that repeats the name held (or extends it from its start) is
+    the name again, not more of it."""
+    if piece.startswith(held):
+        return piece
+    return held + piece
 
 
 def _usage(u: Any) -> Usage:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-import httpx2
-
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
 from .openai_chat import OpenAIChat, adjust_temperature
 from .provider import (
+    Events,
     Request,
     is_reasoning_model,
     joined_text,
@@ -24,8 +23,6 @@ THINKING_EVENTS = ("response.reasoning_summary_text.delta", "response.reasoning_
 class OpenAIResponses(OpenAIChat):
     """One streamed Responses call per ``stream`` (stateless: full input each time).
     The SDK client, errors and cancelling are those of Chat Completions."""
-
-    errors: tuple[type[BaseException], ...] = (*OpenAIChat.errors, StreamFailure)
 
     def params(self, req: Request) -> dict[str, Any]:
         prof = req.profile
@@ -50,42 +47,41 @@ class OpenAIResponses(OpenAIChat):
 
     def stream(self, req: Request, resp: LLMResponse) -> Iterator[str]:
         self._current = self.client.responses.create(**self.params(req))
-        calls: dict[str, dict[str, str]] = {}
+        events = Events(self._current)
+        calls: dict[str, dict[str, Any]] = {}
         done = False
         try:
-            for ev in self._current:
+            for ev in events:
                 yield from _event(ev, resp, calls, req)
                 done = done or ev.type in ("response.completed", "response.incomplete")
         finally:
             self._current = None
         if not done:
-            raise httpx2.RemoteProtocolError("stream ended before response.completed")
-        resp.tool_calls = [ToolCall.make(c["call_id"], c["name"], c["args"] or "{}")
+            raise events.dropped("response.completed")
+        resp.tool_calls = [ToolCall.make(c["call_id"], c["name"], "".join(c["args"]) or "{}")
                            for c in calls.values()]
         if resp.tool_calls and resp.stop_reason == "end_turn":
             resp.stop_reason = "tool_use"
 
 
-def _event(ev: Any, resp: LLMResponse, calls: dict[str, dict[str, str]],
+def _event(ev: Any, resp: LLMResponse, calls: dict[str, dict[str, Any]],
            req: Request) -> Iterator[str]:
     kind = ev.type
     if kind == "response.output_text.delta":
-        resp.content += ev.delta
         yield ev.delta
     elif kind in THINKING_EVENTS:
-        resp.thinking += ev.delta
         yield ThinkingChunk(ev.delta)
     elif kind in ("response.output_item.added", "response.output_item.done"):
         item = ev.item
         if item.type == "function_call":
             req.tool_started = True
-            slot = calls.setdefault(item.id or item.call_id, {"args": ""})
+            slot = calls.setdefault(item.id or item.call_id, {"args": []})
             slot.update(call_id=item.call_id, name=item.name)
             if item.arguments:
-                slot["args"] = item.arguments
+                slot["args"] = [item.arguments]
     elif kind == "response.function_call_arguments.delta":
-        calls.setdefault(ev.item_id, {"call_id": ev.item_id, "name": "", "args": ""})
-        calls[ev.item_id]["args"] += ev.delta
+        calls.setdefault(ev.item_id, {"call_id": ev.item_id, "name": "", "args": []})
+        calls[ev.item_id]["args"].append(ev.delta)
     elif kind in ("response.completed", "response.incomplete"):
         _finish(ev.response, resp)
     elif kind == "response.failed":

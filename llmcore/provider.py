@@ -1,17 +1,31 @@
-"""What the session hands one provider call, and the SDK client options they share."""
+"""What the session hands one provider call, and what every provider's stream shares: SDK
+client options, reading SDK events safely, cutting a stream, the total deadline.
+
+A provider's ``stream(req, resp)`` yields answer text (``str``) and reasoning
+(``ThinkingChunk``) exactly as they arrive, and fills ``resp``'s other fields; the session
+joins the yielded pieces into ``resp.content`` and ``resp.thinking`` once.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
+import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterator
 
+from .base import LLMResponse, Usage
 from .config import Profile
+from .history import CHARS_PER_TOKEN, history_chars
+from .retry import ERROR_TYPES, HINTS, BadResponse, StreamFailure, body_error, snippet
 
 log = logging.getLogger("ga.llm")
 REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+NOT_A_STREAM = re.compile(r"html|json", re.I)  # content types that cannot be an event stream
+RECUT_SECONDS = 0.1  # after the deadline, try to cut the stream again this often
+BODY_PEEK_BYTES = 65536  # of an answer that is no event stream, read to report it
 
 
 @dataclass
@@ -40,6 +54,97 @@ def close_stream(stream: Any) -> None:
         except OSError:
             log.debug("socket already closed")
     stream.close()
+
+
+class Events:
+    """An SDK stream's events. A 200 answer that is no event stream (an HTML page, a proxy's
+    JSON) or an event that is not JSON raises ``BadResponse`` naming the URL and what came
+    back; an error object in a JSON answer is a ``StreamFailure``."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self.response = getattr(stream, "response", None)
+        self.url = str(getattr(self.response, "url", "") or "") or None
+
+    def __iter__(self) -> Iterator[Any]:
+        headers = getattr(self.response, "headers", None) or {}
+        ctype = headers.get("content-type", "")
+        if NOT_A_STREAM.search(ctype):
+            raise self._not_a_stream(ctype.split(";")[0])
+        try:
+            yield from self.stream
+        except json.JSONDecodeError as e:
+            raise BadResponse("bad response", self.url,
+                              f"a stream event is not JSON: {snippet(e.doc)}",
+                              HINTS["bad_response"]) from None
+
+    def _not_a_stream(self, ctype: str) -> Exception:
+        text = _head(self.response).decode("utf-8", errors="replace")
+        kind, message = None, ""
+        if "json" in ctype:
+            try:
+                kind, message = body_error(json.loads(text))
+            except json.JSONDecodeError:
+                log.debug("a JSON answer that is not JSON")
+        if kind in ERROR_TYPES:  # an API error sent with status 200
+            return StreamFailure(kind, message)
+        return BadResponse("bad response", self.url, f"answered 200 {ctype}, not an event "
+                           f"stream: {message or snippet(text)}", HINTS["bad_response"])
+
+    def dropped(self, missing: str) -> BadResponse:
+        """The stream ended without ``missing``: the server dropped it."""
+        return BadResponse("dropped stream", self.url, f"the stream ended without {missing}",
+                           HINTS["dropped"])
+
+
+def _head(response: Any) -> bytes:
+    """The first ``BODY_PEEK_BYTES`` of a body: enough to say what it is, whatever its size."""
+    got = bytearray()
+    for part in response.iter_bytes():
+        got += part
+        if len(got) >= BODY_PEEK_BYTES:
+            break
+    response.close()
+    return bytes(got[:BODY_PEEK_BYTES])
+
+
+class Deadline:
+    """Cuts a request still running after ``seconds`` in all (``request_timeout``): a server
+    that drips a byte now and then never trips the idle ``read_timeout``. ``cut`` is the
+    provider's ``cancel``; it is repeated until the request ends, in case the stream was not
+    open yet. Use as a context manager around one request."""
+
+    def __init__(self, seconds: float | None, cut: Callable[[], None]):
+        self.seconds = seconds
+        self.cut = cut
+        self.expired = False
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Deadline:
+        if self.seconds:
+            threading.Thread(target=self._watch, name="ga-deadline", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._lock:
+            self._done.set()
+
+    def _watch(self) -> None:
+        if self._done.wait(self.seconds):
+            return
+        self.expired = True
+        while True:
+            with self._lock:
+                if self._done.is_set():
+                    return
+                self.cut()
+            if self._done.wait(RECUT_SECONDS):
+                return
+
+    def failure(self, url: str | None) -> BadResponse:
+        return BadResponse("timeout", url, f"no complete answer within request_timeout "
+                           f"({self.seconds:g} s)", HINTS["timeout"])
 
 
 def sdk_options(profile: Profile, api_key: str | None, sdk: Any) -> dict[str, Any]:
@@ -76,3 +181,14 @@ def result_text(block: dict) -> str:
 
 def joined_text(blocks: list[dict]) -> str:
     return "\n".join(b["text"] for b in blocks if b["type"] == "text")
+
+
+def estimate_usage(req: Request, resp: LLMResponse) -> Usage:
+    """Usage from the characters sent and received, for a server that reports none."""
+    sent = len(req.system or "") + history_chars(req.messages)
+    if req.tools:
+        sent += len(json.dumps(req.tools, ensure_ascii=False))
+    got = len(resp.content) + len(resp.thinking) + sum(
+        len(tc.function.name) + len(tc.function.arguments) for tc in resp.tool_calls)
+    return Usage(input=-(-sent // CHARS_PER_TOKEN), output=-(-got // CHARS_PER_TOKEN),
+                 estimated=True)

@@ -1,7 +1,8 @@
 """Which provider failures are transient, and the tenacity policy that retries them.
 
-Providers raise SDK exceptions (or ``StreamFailure`` for errors reported inside an HTTP-200
-stream); ``classify`` turns any of them into a ``Failure`` record the session acts on.
+Providers raise SDK exceptions, ``StreamFailure`` for errors reported inside an HTTP-200
+stream, or ``BadResponse`` for a 200 answer that is no usable stream; ``classify`` turns any
+of them into a ``Failure`` record the session acts on, with the URL and a hint where known.
 """
 
 from __future__ import annotations
@@ -29,6 +30,22 @@ _CONTEXT_RE = re.compile(
     r"context[ _-]?(length|window)|prompt is too long|too many tokens|maximum context|"
     r"input is too long|reduce the length", re.I)
 _OVERLOAD_RE = re.compile(r"overload|temporarily unavailable|try again later", re.I)
+_TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+_TAG_RE = re.compile(r"<[^>]+>")
+SNIPPET_CHARS = 200  # of a body or event shown in an error
+MESSAGE_CHARS = 300
+CONNECT_RETRIES = 2  # a refused (or unresolvable) connection is retried at most this often
+HINTS = {
+    "connect": "is the server running at that address?",
+    "dropped": ("the server closed the stream before the reply ended; check its log "
+                "(a prompt larger than the server's context size does this: lower context_win "
+                "or raise the server's context size)"),
+    "bad_response": "a proxy, or a base_url that points at something else?",
+    "timeout": "the server answers too slowly; raise request_timeout if that is expected",
+    "/responses": "this server may not implement the Responses API; use provider: openai",
+    "/messages": "this server may not implement the Messages API; use provider: openai",
+    "404": "check base_url (OpenAI-compatible URLs end in /v1) and the model name",
+}
 
 
 class StreamFailure(Exception):
@@ -40,6 +57,18 @@ class StreamFailure(Exception):
         super().__init__(f"{kind or 'error'}: {message}")
 
 
+class BadResponse(Exception):
+    """A 200 answer that is no usable stream (an HTML page, an event that is not JSON, a
+    stream that ends early, a deadline passed): transient, reported with URL and hint."""
+
+    def __init__(self, status: str, url: str | None, message: str, hint: str = ""):
+        self.status = status
+        self.url = url
+        self.message = message
+        self.hint = hint
+        super().__init__(f"{status}: {message}")
+
+
 @dataclass
 class Failure:
     status: int | str | None
@@ -48,6 +77,27 @@ class Failure:
     retry_after: float | None = None
     context_length: bool = False
     in_stream: bool = False
+    url: str | None = None
+    hint: str = ""
+    connect: bool = False  # the connection itself failed (refused, unknown host)
+
+    def describe(self, hint: bool = True) -> str:
+        """The message with the URL (and the hint): what the user reads."""
+        text = self.message
+        if self.url and self.url not in text:
+            text = f"{text} (at {self.url})"
+        return f"{text}; {self.hint}" if hint and self.hint else text
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """A short one-line view of what came back: an HTML page by its title (or its text),
+    anything else quoted, cut at ``limit``."""
+    title = _TITLE_RE.search(text)
+    if title:
+        return f"an HTML page titled {' '.join(title.group(1).split())!r}"
+    flat = " ".join(_TAG_RE.sub(" ", text).split()) if text.lstrip().startswith("<") else text
+    flat = " ".join(flat.split())
+    return repr(flat[:limit] + ("…" if len(flat) > limit else ""))
 
 
 class ProviderFailure(Exception):
@@ -71,25 +121,77 @@ class Aborted(Exception):
 
 def classify(exc: BaseException, retry_after_cap: float) -> Failure:
     """Turn an SDK/transport exception into a ``Failure``."""
+    if isinstance(exc, BadResponse):
+        return Failure(exc.status, exc.message, retryable=True, url=exc.url, hint=exc.hint)
     if isinstance(exc, StreamFailure):
         return _from_kind(exc.kind, exc.message, in_stream=True)
     status = getattr(exc, "status_code", None)
     body = getattr(exc, "body", None)
+    url = _url(exc)
     if status is None and body is None:
-        timeout = "timeout" in type(exc).__name__.lower()
-        return Failure("timeout" if timeout else "connection", _short(exc), retryable=True)
-    kind, message = _body_error(body)
+        return _transport(exc, url)
+    kind, message = body_error(body)
     message = message or _short(exc)
     if status is None or status == 200:
-        return _from_kind(kind, message, in_stream=True)
-    fail = Failure(status, message, retryable=status in RETRY_STATUS or status >= 500)
+        fail = _from_kind(kind, message, in_stream=True)
+        fail.url = url
+        return fail
+    fail = Failure(status, message, retryable=status in RETRY_STATUS or status >= 500, url=url)
     fail.context_length = status in (400, 413) and _is_context(kind, message)
     fail.retry_after = _retry_after(getattr(exc, "response", None))
+    fail.hint = _status_hint(status, url)
     if fail.retryable and fail.retry_after is not None and fail.retry_after > retry_after_cap:
         fail.retryable = False
         fail.message = (f"{message} (server asks to retry after {fail.retry_after:g}s, "
                         f"above the {retry_after_cap:g}s cap)")
     return fail
+
+
+def _transport(exc: BaseException, url: str | None) -> Failure:
+    """A failure below HTTP: a timeout, a refused connection, a dropped stream."""
+    import httpx2
+
+    chain = _causes(exc)
+    if any(isinstance(e, httpx2.TimeoutException) or "timeout" in type(e).__name__.lower()
+           for e in chain):
+        return Failure("timeout", _short(exc), retryable=True, url=url)
+    connect = next((e for e in chain
+                    if isinstance(e, (httpx2.ConnectError, ConnectionRefusedError))), None)
+    if connect is not None:
+        refused = any(isinstance(e, ConnectionRefusedError) for e in chain) or (
+            "refused" in str(connect).lower())
+        message = "connection refused" if refused else f"cannot connect: {_short(connect)}"
+        return Failure("connection", message, retryable=True, url=url, hint=HINTS["connect"],
+                       connect=True)
+    return Failure("connection", _short(exc), retryable=True, url=url)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in out:
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def _url(exc: BaseException) -> str | None:
+    try:
+        request = getattr(exc, "request", None)
+    except RuntimeError:  # httpx: an error raised before it had a request
+        return None
+    url = getattr(request, "url", None)
+    return str(url) if url is not None else None
+
+
+def _status_hint(status: int, url: str | None) -> str:
+    if status != 404:
+        return ""
+    path = (url or "").split("?")[0].rstrip("/")
+    for ending in ("/responses", "/messages"):
+        if path.endswith(ending):
+            return HINTS[ending]
+    return HINTS["404"]
 
 
 def _from_kind(kind: str | None, message: str, in_stream: bool) -> Failure:
@@ -105,19 +207,26 @@ def _is_context(kind: str | None, message: str) -> bool:
     return kind == "context_length_exceeded" or bool(_CONTEXT_RE.search(message))
 
 
-def _body_error(body: Any) -> tuple[str | None, str]:
+def body_error(body: Any) -> tuple[str | None, str]:
+    """(error kind, message) from an error body: ``error``, ``message`` or ``detail``."""
     if isinstance(body, str):
         try:
             body = json.loads(body)
         except json.JSONDecodeError:
-            return None, body[:300]
+            return None, snippet(body, MESSAGE_CHARS)
     if not isinstance(body, dict):
         return None, ""
     err = body.get("error", body)
     if not isinstance(err, dict):
-        return None, str(err)[:300]
+        return None, _text(err)
     kind = err.get("type") or err.get("code")
-    return (str(kind) if kind else None), str(err.get("message") or "")[:300]
+    message = err.get("message") or body.get("message") or body.get("detail") or ""
+    return (str(kind) if kind else None), _text(message)
+
+
+def _text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text[:MESSAGE_CHARS]
 
 
 def _retry_after(response: Any) -> float | None:
@@ -165,7 +274,10 @@ def retrying(*, max_retries: int, backoff_base: float, backoff_max: float,
         return backoff(state)
 
     def stop(state: RetryCallState) -> bool:
-        return state.attempt_number > max_retries or abort.is_set() or budget.remaining <= 0
+        exc = state.outcome.exception() if state.outcome else None
+        connect = isinstance(exc, ProviderFailure) and exc.failure.connect
+        limit = min(max_retries, CONNECT_RETRIES) if connect else max_retries
+        return state.attempt_number > limit or abort.is_set() or budget.remaining <= 0
 
     def retryable(exc: BaseException) -> bool:
         return isinstance(exc, ProviderFailure) and exc.failure.retryable

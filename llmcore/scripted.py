@@ -94,21 +94,23 @@ class ScriptedClient:
         if system is not None:
             self.system = system
             self.calls[-1]["system"] = system
-        self.history.extend(new)
         step = self.steps[self.pos] if self.pos < len(self.steps) else {"text": EXHAUSTED}
         self.pos += 1
-        if "raise" in step:
+        if "raise" in step:  # like a provider: the unanswered message stays out of history
             raise LLMError(self.name, step.get("status"), str(step["raise"]))
+        self.history.extend(new)
         resp = LLMResponse(stop_reason=step.get("stop_reason", "end_turn"))
-        for piece in _chunks(step.get("thinking") or ""):
-            resp.thinking += piece
+        resp.thinking = step.get("thinking") or ""
+        for piece in _chunks(resp.thinking):
             yield ThinkingChunk(piece)
+        text: list[str] = []
         for piece in _chunks(step.get("text") or ""):
             if self._abort.is_set():
                 resp.stop_reason = "aborted"
                 break
-            resp.content += piece
+            text.append(piece)
             yield piece
+        resp.content = "".join(text)
         for i, call in enumerate(step.get("tool_calls") or []):
             raw = call.get("raw_args")
             args = raw if raw is not None else json.dumps(call.get("args", {}), ensure_ascii=False)

@@ -12,13 +12,14 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .base import (
     ChatStream,
     ConfigError,
     LLMError,
     LLMResponse,
+    ThinkingChunk,
     Usage,
     new_messages_to_blocks,
     response_to_blocks,
@@ -26,7 +27,7 @@ from .base import (
 from .config import Config, Profile, coerce, resolve_key
 from .history import CHARS_PER_TOKEN, repair, trim
 from .logs import SessionLog, redact
-from .provider import Request
+from .provider import Deadline, Request, estimate_usage
 from .retry import Aborted, ProviderFailure, TurnBudget, classify, retrying
 from .textmode import ToolPrompt, parse_calls, render_history
 
@@ -143,12 +144,24 @@ class LLMSession:
         if self.profile.tool_mode == "text":
             self._add_tool_list(tools)
         self.log.request(f"{self.name} ({self.model})", system, new)
+        try:
+            resp = yield from self._chat_members(tools)
+        except LLMError as err:
+            self.log.note(f"error: {err}")
+            self._drop_unanswered()
+            raise
+        self.total_usage.add(resp.usage)
+        self.log.response(resp)
+        self.history.append(self._assistant_blocks(resp))
+        return resp
+
+    def _chat_members(self, tools: list[dict] | None) -> ChatStream:
+        """The active profile, then (``mixin``) the others in turn until one answers."""
         budget = TurnBudget(self.max_turn_attempts)
         tried = {self.active}
         while True:
             try:
-                resp = yield from self._chat_profile(tools, budget)
-                break
+                return (yield from self._chat_profile(tools, budget))
             except LLMError as err:
                 nxt = next((i for i in range(len(self.members)) if i not in tried), None)
                 if nxt is None or budget.remaining <= 0 or self._abort.is_set():
@@ -156,10 +169,14 @@ class LLMSession:
                 tried.add(nxt)
                 self._failed_at = time.monotonic()
                 self._move_to(nxt, str(err))
-        self.total_usage.add(resp.usage)
-        self.log.response(resp)
-        self.history.append(self._assistant_blocks(resp))
-        return resp
+
+    def _drop_unanswered(self) -> None:
+        """After a failed call, the user message(s) no reply answered leave the history, so
+        the next task does not send them again (a tool list they carried is sent again)."""
+        while self.history and self.history[-1]["role"] == "user":
+            dropped = self.history.pop()
+            if any(b.get("text") == self._tool_prompt.last_sent for b in dropped["content"]):
+                self._tool_prompt = ToolPrompt()
 
     def _maybe_spring_back(self) -> None:
         if self.active and time.monotonic() - self._failed_at >= self.spring_back:
@@ -190,7 +207,7 @@ class LLMSession:
                     forced = True
                     log.warning("%s: context too long; trimming history and retrying", self.name)
                     continue
-                msg = redact(fail.message, self._secrets)
+                msg = redact(fail.describe(), self._secrets)
                 if fail.status in (401, 403):
                     msg = f"authentication failed (check the API key): {msg}"
                 raise LLMError(self._label(), fail.status, msg) from None
@@ -206,7 +223,7 @@ class LLMSession:
                 if self._abort.is_set():
                     raise Aborted()
                 budget.take()
-                return (yield from self._attempt(self._request(tools, forced)))
+                return (yield from self._attempt(self._request(tools, forced), tools))
         raise Aborted()  # unreachable: tenacity re-raises the last error when it stops
 
     def _on_retry(self, state: Any) -> None:
@@ -214,9 +231,10 @@ class LLMSession:
         fail = exc.failure if isinstance(exc, ProviderFailure) else None
         wait = state.next_action.sleep if state.next_action else 0
         status = fail.status if fail else "error"
-        message = redact(fail.message if fail else str(exc), self._secrets)
+        message = redact(fail.describe(hint=False) if fail else str(exc), self._secrets)
         log.warning("%s: %s: %s; retry %d in %.1fs", self.name, status, message,
                     state.attempt_number, wait)
+        self.log.note(f"error: {self.name}: {status}: {message}; retry {state.attempt_number}")
         self._event({"type": "retry", "model": self.name, "status": status,
                      "message": message, "attempt": state.attempt_number, "wait": wait})
 
@@ -245,20 +263,22 @@ class LLMSession:
         if text:
             last["content"].append({"type": "text", "text": text})
 
-    def _attempt(self, req: Request) -> ChatStream:
+    def _attempt(self, req: Request, tools: list[dict] | None) -> ChatStream:
         provider = self._provider()
         resp = LLMResponse()
+        deadline = Deadline(req.profile.request_timeout, provider.cancel)
         emitted = False
         try:
-            for chunk in provider.stream(req, resp):
-                if self._abort.is_set():
-                    raise Aborted(resp)
+            for chunk in self._stream(provider, req, resp, deadline):
                 emitted = True
                 yield chunk
         except provider.errors as exc:
             if self._abort.is_set():
                 raise Aborted(resp) from None
             fail = classify(exc, req.profile.retry_after_cap)
+            if deadline.expired:  # the cut's own error is not what went wrong
+                fail = classify(deadline.failure(fail.url), req.profile.retry_after_cap)
+            fail.url = fail.url or str(provider.client.base_url)
             if emitted and (fail.in_stream or req.tool_started):
                 log.warning("%s: stream broke after output: %s", self.name, fail.message)
                 resp.tool_calls = []
@@ -268,6 +288,26 @@ class LLMSession:
         if self._abort.is_set():
             raise Aborted(resp)
         if req.profile.tool_mode == "text":
-            resp.tool_calls = parse_calls(resp.content, self._turn)
+            names = {t["function"]["name"] for t in tools or []}
+            resp.tool_calls = parse_calls(resp.content, self._turn, names)
             resp.stop_reason = "tool_use" if resp.tool_calls else resp.stop_reason
+        if not (resp.usage.input or resp.usage.output):
+            resp.usage = estimate_usage(req, resp)
         return resp
+
+    def _stream(self, provider: Any, req: Request, resp: LLMResponse,
+                deadline: Deadline) -> Iterator[str]:
+        """The provider's pieces, under the request deadline; they are joined into
+        ``resp.content`` / ``resp.thinking`` once, however the stream ends."""
+        text: list[str] = []
+        thinking: list[str] = []
+        try:
+            with deadline:
+                for chunk in provider.stream(req, resp):
+                    (thinking if isinstance(chunk, ThinkingChunk) else text).append(chunk)
+                    if self._abort.is_set():
+                        raise Aborted(resp)
+                    yield chunk
+        finally:
+            resp.content = "".join(text)
+            resp.thinking = "".join(thinking)

@@ -2,7 +2,8 @@
 
 For models without function calling. The reply carries calls as
 ``<tool_use>{"name": ..., "arguments": {...}}</tool_use>`` (or ``<tool_call>``), or as a
-JSON array of such objects. Results go back as ``<tool_result>`` text.
+JSON array of such objects when every element names a known tool. Tags the model only
+quotes inside a fenced code block are not calls. Results go back as ``<tool_result>`` text.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ PROTOCOL = (
 )
 REMINDER = "(Tool protocol unchanged: call tools with <tool_use>{...}</tool_use>.)"
 _TAG_RE = re.compile(r"<(tool_use|tool_call)>\s*(.*?)\s*(?:</\1>|\Z)", re.S)
-_ARRAY_RE = re.compile(r"(?:```(?:json)?\s*)?(\[\s*\{.*\}\s*\])\s*(?:```)?", re.S)
+# a tag, or a fenced code block (```/~~~ to its closing fence or the end): calls the model
+# only quotes in a code block are not run
+_TAG_OR_FENCE_RE = re.compile(
+    r"(?P<fence>^[ \t]*(?P<tick>`{3,}|~{3,})[^\n]*(?:\n.*?^[ \t]*(?P=tick)[`~]*[ \t]*$|.*\Z))"
+    r"|<(?P<kind>tool_use|tool_call)>\s*(?P<body>.*?)\s*(?:</(?P=kind)>|\Z)", re.S | re.M)
+_ARRAY_START_RE = re.compile(r"\[\s*\{")
+MAX_ARRAY_TRIES = 20  # JSON arrays tried as a call list, so a long reply stays cheap
 _NAME_RE = re.compile(r'"name"\s*:\s*"([^"]+)"')
 
 
@@ -51,25 +58,29 @@ class ToolPrompt:
         return None
 
 
-def parse_calls(reply: str, turn: int) -> list[ToolCall]:
-    """Tool calls found in a reply; an unparsable call keeps its raw (invalid) arguments."""
-    bodies = [m.group(2) for m in _TAG_RE.finditer(reply)]
-    if not bodies:
-        arr = _ARRAY_RE.search(reply)
-        if arr:
-            return _from_array(arr.group(1), turn)
-        return []
-    return [_one(body, f"call_t{turn}_{i}") for i, body in enumerate(bodies)]
+def parse_calls(reply: str, turn: int, tools: set[str] | frozenset[str] = frozenset()
+                ) -> list[ToolCall]:
+    """Tool calls found in a reply: ``<tool_use>``/``<tool_call>`` tags outside fenced code
+    blocks, else a JSON array whose every element names one of ``tools``. A tagged call with
+    invalid JSON keeps its raw arguments (the model hears back about it)."""
+    bodies = [m.group("body") for m in _TAG_OR_FENCE_RE.finditer(reply) if m.group("kind")]
+    if bodies:
+        return [_one(body, f"call_t{turn}_{i}") for i, body in enumerate(bodies)]
+    return _from_array(reply, turn, tools)
 
 
-def _from_array(text: str, turn: int) -> list[ToolCall]:
-    try:
-        items = json.loads(text)
-    except json.JSONDecodeError:
-        return [_one(text, f"call_t{turn}_0")]
-    if not all(isinstance(it, dict) and "name" in it for it in items):
-        return []
-    return [_call(it, f"call_t{turn}_{i}") for i, it in enumerate(items)]
+def _from_array(reply: str, turn: int, tools: set[str] | frozenset[str]) -> list[ToolCall]:
+    decoder = json.JSONDecoder()
+    for n, start in enumerate(_ARRAY_START_RE.finditer(reply)):
+        if n >= MAX_ARRAY_TRIES:
+            break
+        try:
+            items, _ = decoder.raw_decode(reply, start.start())
+        except json.JSONDecodeError:
+            continue
+        if all(isinstance(it, dict) and it.get("name") in tools for it in items):
+            return [_call(it, f"call_t{turn}_{i}") for i, it in enumerate(items)]
+    return []
 
 
 def _one(body: str, call_id: str) -> ToolCall:

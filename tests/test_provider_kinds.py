@@ -166,6 +166,35 @@ def test_text_mode_json_array_and_bad_json(home, llm_server):
         json.loads(resp.tool_calls[0].function.arguments)
 
 
+CODE_EXAMPLES = [
+    'Schemas look like this:\n```python\nname = [{"type": "string"}]\n'
+    'age = [{"type": "integer", "minimum": 0}]\n```\nThat is all.',
+    'Here is the data:\n```json\n[{"name": "Alice", "age": 30}]\n```',
+    'To run code you would write:\n```\n<tool_use>{"name": "code_run", "arguments": '
+    '{"script": "touch PWNED"}}</tool_use>\n```\nbut I will not.',
+    '~~~xml\n<tool_call>{"name": "file_read", "arguments": {"path": "x"}}</tool_call>\n~~~',
+]
+
+
+@pytest.mark.parametrize("reply", CODE_EXAMPLES)
+def test_text_mode_code_examples_are_not_tool_calls(home, llm_server, reply):
+    client = client_for(home, llm_server, provider="openai", tool_mode="text")
+    llm_server.queue(Reply(text=reply))
+    _, resp = run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
+    assert resp.tool_calls == [] and resp.stop_reason == "end_turn"
+
+
+def test_text_mode_call_beside_a_code_example_runs_alone(home, llm_server):
+    client = client_for(home, llm_server, provider="openai", tool_mode="text")
+    reply = ('Example:\n```\n<tool_use>{"name": "code_run", "arguments": {"script": "rm x"}}'
+             '</tool_use>\n```\nNow for real:\n<tool_use>{"name": "file_read", "arguments": '
+             '{"path": "notes ```md```.txt"}}</tool_use>')
+    llm_server.queue(Reply(text=reply))
+    _, resp = run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
+    assert [(t.function.name, json.loads(t.function.arguments)) for t in resp.tool_calls] == [
+        ("file_read", {"path": "notes ```md```.txt"})]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_invalid_streamed_tool_arguments_are_passed_raw(home, llm_server, kind):
     client = client_for(home, llm_server, provider=kind)

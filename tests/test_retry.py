@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from llm_server import Reply, llm_server, run_chat, write_config
+from llm_server import KIND_PATHS, Reply, llm_server, run_chat, write_config
 
 import llmcore
 from llmcore.retry import classify
@@ -69,7 +69,8 @@ def test_last_retry_gives_a_clear_error(home, llm_server, kind):
     with pytest.raises(llmcore.LLMError) as err:
         run_chat(client, GO)
     assert len(llm_server.requests) == 3
-    assert str(err.value) == f"p [{kind}]: 503: down for maintenance"
+    url = f"http://127.0.0.1:{llm_server.port}{KIND_PATHS[kind]}"
+    assert str(err.value) == f"p [{kind}]: 503: down for maintenance (at {url})"
 
 
 @pytest.mark.parametrize("kind", KINDS)
