@@ -209,8 +209,11 @@ def agent_runner_loop(client, system_prompt: str, user_input: str, handler, tool
         response = yield from _stream_reply(client, messages, tools_schema)
         usage = getattr(response, "usage", None)
         if usage is not None:
-            yield {"type": "usage", "input": usage.input, "cached": usage.cached,
-                   "output": usage.output}
+            event = {"type": "usage", "input": usage.input, "cached": usage.cached,
+                     "output": usage.output}
+            if getattr(usage, "estimated", False):  # counted from characters: shown "≈"
+                event["estimated"] = True
+            yield event
         ctx["response"] = response
         hooks.fire("llm_after", ctx)
         if handler.exit_request:  # e.g. aborted while the model was streaming

@@ -13,6 +13,7 @@ import re
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
@@ -113,7 +114,7 @@ class GenericAgentHandler(BaseHandler):
         self.working: dict[str, Any] = {}
         self.history_info: list[str] = parent.history_info
         self.abort_event = threading.Event()
-        self._retry_count = 0
+        self._bad_replies: list[str] = []  # why the replies in the current run were unusable
         self._checkpointed = False
         self._signatures: list[str | None] = []
 
@@ -285,14 +286,16 @@ class GenericAgentHandler(BaseHandler):
         stop = getattr(response, "stop_reason", "")
         if stop == "aborted":
             return StepOutcome(content, next_prompt=None)
+        if stop == "max_tokens":
+            yield "[Warn] The reply was cut at max_tokens; asking again.\n"
+            return self._retry_or_fail("max_tokens")
+        if stop == "error":
+            yield "[Warn] The reply broke off mid-stream; asking again.\n"
+            return self._retry_or_fail("incomplete")
         if not content.strip() and not thinking.strip():
             yield "[Warn] The model returned an empty reply; asking again.\n"
-            return self._retry_or_fail(self.t("empty_reply"))
-        if stop == "error":
-            return self._retry_or_fail(self.t("incomplete_reply"))
-        if stop == "max_tokens":
-            return self._retry_or_fail(self.t("max_tokens_reply"))
-        self._retry_count = 0
+            return self._retry_or_fail("empty")
+        self._bad_replies.clear()
         plan = self.working.get("in_plan_mode")
         if plan and claims_completion(content) and not has_verification(content):
             yield "[Warn] Completion claim in plan mode without verification refused.\n"
@@ -305,12 +308,15 @@ class GenericAgentHandler(BaseHandler):
             yield self.t("plan_done", plan=plan) + "\n"
         return StepOutcome(content, next_prompt=None)
 
-    def _retry_or_fail(self, prompt: str) -> StepOutcome:
-        self._retry_count += 1
-        if self._retry_count >= self.s.retry_reply_limit:
-            error = self.t("empty_limit", n=self._retry_count)
-            return StepOutcome({"status": "FAILED", "error": error}, should_exit=True)
-        return StepOutcome({}, next_prompt=prompt)
+    def _retry_or_fail(self, reason: str) -> StepOutcome:
+        """Ask again after an unusable reply (``reason``: empty | incomplete | max_tokens);
+        after ``retry_reply_limit`` in a row, fail saying what the replies were."""
+        self._bad_replies.append(reason)
+        if len(self._bad_replies) < self.s.retry_reply_limit:
+            return StepOutcome({}, next_prompt=self.t(f"{reason}_reply"))
+        counts = Counter(self._bad_replies)
+        error = "; ".join(self.t(f"{r}_limit", n=n) for r, n in counts.items())
+        return StepOutcome({"status": "FAILED", "error": error}, should_exit=True)
 
     def enter_plan_mode(self, plan_path: str) -> str:
         """Enter plan mode (call it via code_run inline_eval)."""
@@ -378,7 +384,7 @@ class GenericAgentHandler(BaseHandler):
             return next_prompt
         notes: list[str] = []
         if any(c["tool_name"] != "no_tool" for c in tool_calls):
-            self._retry_count = 0  # "in a row": a turn with a tool call breaks the run
+            self._bad_replies.clear()  # "in a row": a turn with a tool call breaks the run
             if not tagged:
                 notes.append(self.t("summary_missing"))
         notes += self._reminders(turn)

@@ -17,6 +17,7 @@ COMPACT_PROGRESS_LINES = 8
 PANEL_CHARS = 4000
 SUMMARY_TAG = re.compile(r"<summary>(.*?)</summary>\s*", re.DOTALL)
 LIVE_MARGIN_ROWS = 3  # rows left free below the live reply preview
+ESTIMATE_MARK = "≈"  # before token counts estimated from characters
 LIVE_PAINT_SECONDS = 1 / 15  # repaint the live preview at most this often, not per chunk
 
 
@@ -70,6 +71,7 @@ class TextRenderer:
         self.err = Console(file=err or sys.stderr, highlight=False, soft_wrap=True)
         self.verbose = verbose
         self.usage = {"input": 0, "cached": 0, "output": 0}
+        self.usage_estimated = False
         self._progress_lines = 0
         self._at_line_start = True
         self.summaries = SummaryFilter()
@@ -140,6 +142,7 @@ class TextRenderer:
     def on_usage(self, e: dict) -> None:
         for key in self.usage:
             self.usage[key] += e.get(key, 0) or 0
+        self.usage_estimated = self.usage_estimated or bool(e.get("estimated"))
 
     def on_task_end(self, e: dict) -> None:
         self._print_question(e)
@@ -155,7 +158,9 @@ class TextRenderer:
 
     def _usage_line(self) -> str:
         u = self.usage
-        return f"tokens: {u['input']} in ({u['cached']} cached), {u['output']} out"
+        about = ESTIMATE_MARK if self.usage_estimated else ""
+        line = f"tokens: {about}{u['input']} in ({u['cached']} cached), {about}{u['output']} out"
+        return f"{line} (estimated: the server reports none)" if about else line
 
     def _panel(self, body: str, title: str, style: str) -> None:
         from rich.panel import Panel
@@ -174,7 +179,7 @@ class LiveRenderer(TextRenderer):
                  status: Callable[[], str] | None = None) -> None:
         super().__init__(out=out, err=out, verbose=verbose)
         self.status = status
-        self._reply = ""
+        self._reply: list[str] = []  # streamed pieces, joined when shown (linear in size)
         self._live = None
         self._painted = 0.0
         self._spinner = None
@@ -201,7 +206,7 @@ class LiveRenderer(TextRenderer):
         from rich.live import Live
 
         self._stop_spinner()
-        self._reply += e["delta"]
+        self._reply.append(e["delta"])
         if self._live is None:
             self._live = Live(console=self.console, auto_refresh=False, transient=True)
             self._live.start()
@@ -223,7 +228,8 @@ class LiveRenderer(TextRenderer):
         from rich.text import Text
 
         rows = max(self.console.size.height - LIVE_MARGIN_ROWS, 1)
-        return Text("\n".join(self._reply.splitlines()[-rows:]))
+        self._reply = ["".join(self._reply)]
+        return Text("\n".join(self._reply[0].rstrip("\n").rsplit("\n", rows)[-rows:]))
 
     def _finish_reply(self) -> None:
         if self._live is None:
@@ -232,8 +238,8 @@ class LiveRenderer(TextRenderer):
 
         self._live.stop()
         self._live = None
-        text = SUMMARY_TAG.sub(r"» \1\n\n", _clean_content(self._reply))
-        self._reply = ""
+        text = SUMMARY_TAG.sub(r"» \1\n\n", _clean_content("".join(self._reply)))
+        self._reply = []
         if text:
             self.console.print(Markdown(text))
         self._at_line_start = True

@@ -89,7 +89,7 @@ class Journal:
         self._history = ListDelta(state.history if state else [])
         self._info = ListDelta(state.history_info if state else [])
         self._working = _dumps(state.working) if state else _dumps({})
-        self._stream: dict[str, str] = {}
+        self._stream: dict[str, list[str]] = {}  # streamed pieces, joined once when written
         self._file: IO[str] | None = None
         self._secrets = env_secrets()
 
@@ -131,7 +131,7 @@ class Journal:
         if kind in SKIPPED_EVENTS:
             return
         if kind in STREAM_EVENTS:
-            self._stream[kind] = self._stream.get(kind, "") + str(event.get("delta", ""))
+            self._stream.setdefault(kind, []).append(str(event.get("delta", "")))
             return
         self.write(event)
         if kind in STATE_AFTER:
@@ -139,7 +139,7 @@ class Journal:
 
     def _flush_stream(self) -> None:
         for kind in STREAM_EVENTS:
-            text = self._stream.pop(kind, "")
+            text = "".join(self._stream.pop(kind, []))
             if text:
                 self._write({"type": kind, "text": text})
 
@@ -190,6 +190,7 @@ class SessionState:
     first_prompt: str = ""
     turns: int = 0
     tokens: int = 0
+    tokens_estimated: bool = False  # some usage was counted from characters (shown "≈")
     tasks: int = 0
     history: list = field(default_factory=list)
     history_info: list = field(default_factory=list)
@@ -232,6 +233,7 @@ def _apply(state: SessionState, r: dict) -> None:
         state.turns += 1
     elif kind == "usage":
         state.tokens += int(r.get("input") or 0) + int(r.get("output") or 0)
+        state.tokens_estimated = state.tokens_estimated or bool(r.get("estimated"))
     elif kind == "state":
         if "working" in r:
             state.working = dict(r["working"] or {})

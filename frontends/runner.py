@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from llmcore.base import ConfigError
 
+from .console import ESTIMATE_MARK
 from .journal import Journal, SessionState, find_session, latest_for_cwd, load_session
 
 EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
@@ -41,25 +42,30 @@ def end_message(end: dict) -> str | None:
 
 
 class TokenBudget:
-    """Ends a task (``BUDGET_EXCEEDED``) once its input+output tokens reach ``limit``."""
+    """Ends a task (``BUDGET_EXCEEDED``) once its input+output tokens reach ``limit``
+    (counted from characters when the server reports no usage)."""
 
     def __init__(self, agent: Any, limit: int | None) -> None:
         self.agent = agent
         self.limit = limit
         self.used = 0
+        self.estimated = False  # usage the server did not report was counted from characters
 
     def __call__(self, event: dict) -> None:
         kind = event.get("type")
         if kind == "task_start":
             self.used = 0
+            self.estimated = False
         if kind != "usage" or not self.limit:
             return
         self.used += int(event.get("input") or 0) + int(event.get("output") or 0)
+        self.estimated = self.estimated or bool(event.get("estimated"))
         handler = self.agent.handler
         if self.used >= self.limit and handler is not None and not handler.exit_request:
+            about = ESTIMATE_MARK if self.estimated else ""
             handler.exit_request = {
                 "result": "BUDGET_EXCEEDED",
-                "data": f"token budget of {self.limit} reached ({self.used} tokens used)"}
+                "data": f"token budget of {self.limit} reached ({about}{self.used} tokens used)"}
 
 
 class Session:

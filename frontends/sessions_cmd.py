@@ -10,6 +10,7 @@ from typing import Callable
 
 from llmcore.base import ConfigError
 
+from .console import ESTIMATE_MARK
 from .journal import find_session, list_sessions, load_session
 
 DEFAULT_LIMIT = 20
@@ -51,7 +52,8 @@ def print_sessions(states: list) -> None:
     table.add_column("first prompt", overflow="fold", max_width=60)
     for s in states:
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started)) if s.started else "?"
-        table.add_row(s.id, started, s.cwd, s.model, str(s.turns), str(s.tokens), s.summary)
+        tokens = f"{ESTIMATE_MARK if s.tokens_estimated else ''}{s.tokens}"
+        table.add_row(s.id, started, s.cwd, s.model, str(s.turns), tokens, s.summary)
     piped = not sys.stdout.isatty()
     Console(highlight=False, width=PIPED_WIDTH if piped else None).print(table)
 

@@ -98,18 +98,18 @@ def normalize(events: list[Any]) -> list[dict]:
     """Journal events as they are, plus the ``--json`` stream's shapes: ``task_start``
     {prompt} becomes a user event and runs of ``text`` {delta} one assistant event."""
     out: list[dict] = []
-    for ev in events:
+    pieces: list[str] = []  # the current run of deltas, joined once when it ends
+    for ev in events + [None]:
+        if isinstance(ev, dict) and ev.get("type") == "text":
+            pieces.append(str(ev.get("delta") or ""))
+            continue
+        if pieces:
+            out.append({"type": "assistant", "text": "".join(pieces)})
+            pieces = []
         if not isinstance(ev, dict):
             continue
-        kind = ev.get("type")
-        if kind == "task_start" and ev.get("prompt"):
+        if ev.get("type") == "task_start" and ev.get("prompt"):
             out.append({"type": "user", "text": ev["prompt"]})
-        elif kind == "text":
-            if out and out[-1].get("type") == "assistant" and out[-1].get("_stream"):
-                out[-1]["text"] += str(ev.get("delta") or "")
-            else:
-                out.append({"type": "assistant", "text": str(ev.get("delta") or ""),
-                            "_stream": True})
         else:
             out.append(ev)
     return out
@@ -165,16 +165,23 @@ class Transcript:
     text deltas merged per reply, tool output squeezed, thinking and progress dropped."""
 
     def __init__(self, summaries: list[str] | None = None) -> None:
-        self.events: list[dict] = [{"type": "summary", "text": s} for s in summaries or []]
+        self._events: list[dict] = [{"type": "summary", "text": s} for s in summaries or []]
+        self._reply: list[str] = []  # the streaming reply's pieces, joined once when it ends
+
+    @property
+    def events(self) -> list[dict]:
+        self._end_reply()
+        return self._events
+
+    def _end_reply(self) -> None:
+        if self._reply:
+            self._events.append({"type": "assistant", "text": "".join(self._reply)})
+            self._reply = []
 
     def record(self, event: dict) -> None:
         kind = event.get("type")
-        last = self.events[-1] if self.events else {}
         if kind == "text":
-            if last.get("type") == "assistant":
-                last["text"] += event.get("delta", "")
-            else:
-                self.events.append({"type": "assistant", "text": event.get("delta", "")})
+            self._reply.append(event.get("delta", ""))
         elif kind == "task_start":
             self.events.append({"type": "user", "text": event.get("prompt", "")})
         elif kind == "tool_call":

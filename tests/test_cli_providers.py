@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 
 import pytest
 from llm_server import Reply, llm_server, write_config
 
 from frontends.cli import main
+from frontends.console import LiveRenderer
 
 __all__ = ["llm_server"]  # the fixture
 
@@ -65,3 +68,66 @@ def test_a_config_file_key_never_reaches_the_session_journal(home, llm_server, c
     assert main(["-m", "p", "--config", cfg, "what is in the config?"]) == 0
     journal = next((home / "sessions").glob("*.jsonl")).read_text()
     assert "I found the key" in journal and key not in journal
+
+
+@pytest.mark.parametrize("fault", [{"html": True}, {"bad_event_after": 0}])
+def test_a_200_that_is_no_api_stream_fails_with_one_clear_line(home, llm_server, fault,
+                                                                capsys):
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m",
+                                            "max_retries": 1})
+    llm_server.queue(*[Reply(text="x", **fault)] * 2)
+    assert main(["-m", "p", "--config", cfg, "go"]) == 1
+    err = capsys.readouterr().err
+    failure = [line for line in err.splitlines() if line.startswith("ga: p [openai]")]
+    assert len(failure) == 1 and "bad response" in failure[0]
+    assert llm_server.openai_url in failure[0]
+    assert "Traceback" not in err and "empty" not in err
+
+
+def test_replies_cut_at_max_tokens_fail_saying_so(home, llm_server, capsys):
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m"})
+    llm_server.queue(*[Reply(text="Let me write a very long", stop="max_tokens")] * 3)
+    assert main(["-m", "p", "--config", cfg, "go"]) == 1
+    err = capsys.readouterr().err
+    assert "3 replies cut at max_tokens: raise max_tokens or shorten the task" in err
+    assert "empty" not in err
+
+
+def no_usage_turn(i: int) -> Reply:
+    args = json.dumps({"type": "python", "script": f"print({i})"})
+    return Reply(text=f"<summary>step {i}</summary>running", no_usage=True,
+                 tool_calls=[("code_run", args)])
+
+
+def test_estimated_usage_is_marked_and_enforces_max_tokens(home, llm_server, capsys):
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m"})
+    llm_server.queue(*[no_usage_turn(i) for i in range(6)], Reply(text="done", no_usage=True))
+    code = main(["-m", "p", "--config", cfg, "--max-tokens", "3000", "go"])
+    err = capsys.readouterr().err
+    assert code == 4 and "token budget of 3000 reached (≈" in err
+    assert len(llm_server.requests) < 7
+    assert re.search(r"tokens: ≈\d+ in .*≈\d+ out", err)
+    assert main(["sessions"]) == 0
+    assert re.search(r"\s≈\d+\s", capsys.readouterr().out)
+
+
+def test_a_failed_prompt_is_not_sent_again_on_resume(home, llm_server, capsys):
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m"})
+    llm_server.queue(Reply(status=404, body={"detail": "Not Found"}))
+    assert main(["-m", "p", "--config", cfg, "Say hi"]) == 1
+    err = capsys.readouterr().err
+    assert "Not Found" in err and llm_server.openai_url in err
+    sid = next((home / "sessions").glob("*.jsonl")).stem
+    llm_server.queue(Reply(text="Created."))
+    assert main(["-m", "p", "--config", cfg, "--resume", sid, "Create the file a.txt"]) == 0
+    sent = llm_server.bodies()[-1]["messages"]
+    assert "Say hi" not in json.dumps(sent)
+    assert [m["role"] for m in sent] == ["system", "user"]
+
+
+def test_repl_status_line_marks_estimated_tokens():
+    out = io.StringIO()
+    render = LiveRenderer(out=out, status=lambda: "[p] session s1")
+    render({"type": "usage", "input": 1200, "cached": 0, "output": 40, "estimated": True})
+    render({"type": "task_end", "result": "CURRENT_TASK_DONE"})
+    assert "[p] session s1 · tokens: ≈1200 in (0 cached), ≈40 out" in out.getvalue()

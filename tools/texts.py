@@ -49,6 +49,8 @@ EN: dict[str, str] = {
     "answered_directly": "answered the user directly",
     "empty_reply": "[System] Blank response. Regenerate your reply and use a tool.",
     "empty_limit": "the model returned {n} empty replies",
+    "incomplete_limit": "{n} replies broke off mid-stream: check the connection or the server log",
+    "max_tokens_limit": "{n} replies cut at max_tokens: raise max_tokens or shorten the task",
     "incomplete_reply": "[System] Your reply was cut off. Regenerate it and use a tool.",
     "max_tokens_reply": "[System] max_tokens limit reached. Work in several small steps.",
     "code_block_only": (
@@ -115,6 +117,8 @@ ZH: dict[str, str] = {
     "answered_directly": "直接回答了用户问题",
     "empty_reply": "[System] 空回复。请重新生成回复并调用工具。",
     "empty_limit": "模型连续 {n} 次返回空回复",
+    "incomplete_limit": "{n} 次回复在传输中断开：请检查网络连接或服务器日志",
+    "max_tokens_limit": "{n} 次回复在 max_tokens 处被截断：请调大 max_tokens 或缩短任务",
     "incomplete_reply": "[System] 回复被截断。请重新生成并调用工具。",
     "max_tokens_reply": "[System] 达到 max_tokens 上限。请分多个小步骤完成。",
     "code_block_only": (
