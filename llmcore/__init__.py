@@ -43,12 +43,10 @@ def make_client(model: str | None = None, *, config_path: str | None = None,
     No model: the config's ``default``, else ``$GA_MODEL``. Config file: ``config_path``,
     else ``$GA_CONFIG``, else ``<home>/config.yaml``.
     """
-    from .config import config_file, home_dir, load_config, select
+    from .config import home_dir, open_config, select
     from .session import LLMSession
 
-    path = config_file(config_path, home)
-    explicit = bool(config_path)
-    cfg = load_config(path, required=explicit)
+    cfg = open_config(config_path, home)
     profile = select(cfg, model)
     if profile.provider == "scripted" and not profile.mixin:
         client = load_class("scripted")(profile.script, name=profile.name)

@@ -136,6 +136,23 @@ def config_file(config_path: str | None, home: str | Path | None) -> Path:
     return home_dir(home) / "config.yaml"
 
 
+def config_source(config_path: str | None) -> str | None:
+    """What named the config file (``--config``, ``$GA_CONFIG``), None for the home default.
+    A file named explicitly must exist."""
+    if config_path:
+        return "--config"
+    return "$GA_CONFIG" if os.environ.get("GA_CONFIG") else None
+
+
+def open_config(config_path: str | None, home: str | Path | None) -> Config:
+    """The config ``ga`` uses: ``--config``, else ``$GA_CONFIG``, else ``<home>/config.yaml``."""
+    path = config_file(config_path, home)
+    source = config_source(config_path)
+    if source and not path.exists():
+        raise ConfigError(str(path), None, f"config file not found (named by {source})")
+    return load_config(path, required=False)
+
+
 def home_dir(home: str | Path | None) -> Path:
     if home:
         return Path(home).expanduser()
@@ -156,8 +173,7 @@ def load_config(path: Path, *, required: bool) -> Config:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(spath, None, f"cannot read config: {e}") from None
     except yaml.YAMLError as e:
-        first = str(e).splitlines()[0] if str(e) else "syntax error"
-        raise ConfigError(spath, None, f"invalid YAML: {first}") from None
+        raise ConfigError(spath, None, f"invalid YAML: {yaml_problem(e)}") from None
     if not isinstance(data, dict):
         raise ConfigError(spath, None, "the config must be a mapping with 'models:'")
     unknown = set(data) - {"default", *SECTIONS}
@@ -175,6 +191,15 @@ def load_config(path: Path, *, required: bool) -> Config:
         cfg.profiles[str(name)] = parse_profile(spath, str(name), raw)
     _check_refs(cfg)
     return cfg
+
+
+def yaml_problem(e: Exception) -> str:
+    """A YAML error in one line, with the line and column where it was found."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or (str(e).splitlines() or ["syntax error"])[0]
+    if mark is None:
+        return problem
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
 def parse_profile(path: str | None, name: str, raw: Any) -> Profile:
@@ -200,12 +225,18 @@ def _check_refs(cfg: Config) -> None:
         raise ConfigError(cfg.path, "default", f"{cfg.default!r} is not a profile in models")
 
 
-def spec_profile(spec: str, path: str | None = None) -> Profile:
+def known_profiles(path: str | None, profiles: Any) -> str:
+    if profiles:
+        return f"; profiles: {', '.join(profiles)}"
+    return f"; {path} has no profiles" if path else "; no config file (see: ga config path)"
+
+
+def spec_profile(spec: str, path: str | None = None, profiles: Any = None) -> Profile:
     """A profile for ``provider:model`` (base URL from the SDK's standard env var)."""
     kind, _, model = spec.partition(":")
     if kind not in KINDS or not model:
         raise ConfigError(path, "model", f"{spec!r} is not a profile name or provider:model "
-                          f"(providers: {', '.join(KINDS)})")
+                          f"(providers: {', '.join(KINDS)}){known_profiles(path, profiles)}")
     if kind == "scripted":
         return Profile(name=spec, provider=kind, model="scripted", script=model)
     base = os.environ.get(DEFAULT_BASE_ENV[kind]) or None
@@ -224,11 +255,14 @@ def resolve_key(prof: Profile, path: str | None) -> str | None:
             raise ConfigError(path, f"models.{prof.name}.api_key_env",
                               f"environment variable {prof.api_key_env} is not set")
         return key
-    key = os.environ.get(DEFAULT_KEY_ENV[prof.provider])
-    if not key and not prof.base_url:
-        raise ConfigError(path, f"models.{prof.name}",
-                          f"no API key: set api_key_env or {DEFAULT_KEY_ENV[prof.provider]}")
-    return key or None
+    env = DEFAULT_KEY_ENV[prof.provider]
+    key = os.environ.get(env)
+    if key or prof.base_url:
+        return key or None
+    if path is None or ":" in prof.name:  # provider:model from -m or GA_MODEL
+        raise ConfigError(None, prof.name, f"no API key: set the environment variable {env}")
+    raise ConfigError(path, f"models.{prof.name}",
+                      f"no API key: set the environment variable {env}, or api_key_env")
 
 
 def select(cfg: Config, model: str | None) -> Profile:
@@ -239,4 +273,4 @@ def select(cfg: Config, model: str | None) -> Profile:
                           "set 'default' in the config, or set GA_MODEL")
     if spec in cfg.profiles:
         return cfg.profiles[spec]
-    return spec_profile(spec, cfg.path)
+    return spec_profile(spec, cfg.path, cfg.profiles)

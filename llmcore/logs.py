@@ -24,13 +24,19 @@ def _block_text(b: dict) -> str:
 
 
 class SessionLog:
-    """Appends to ``<home>/logs/llm-<time>-<pid>.log``; the file opens on first write."""
+    """Appends to ``<home>/logs/llm-<session id>.log`` (``llm-<time>-<pid>.log`` until the
+    session id is set); the file opens on each write."""
 
     def __init__(self, log_dir: Path, secrets: list[str | None]):
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.path = log_dir / f"llm-{stamp}-{os.getpid()}.log"
+        self.log_dir = log_dir
+        self.session_id: str | None = None
+        self._fallback = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         self.secrets = secrets
         self._system_logged: str | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.log_dir / f"llm-{self.session_id or self._fallback}.log"
 
     def _write(self, text: str) -> None:
         try:

@@ -129,3 +129,48 @@ def test_importing_llmcore_does_not_import_the_sdks():
     code = "import sys, llmcore; print('openai' in sys.modules or 'anthropic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_ga_config_naming_a_missing_file_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("GA_CONFIG", str(tmp_path / "gone.yaml"))
+    with pytest.raises(ConfigError) as err:
+        llmcore.make_client("scripted:x.yaml")
+    assert err.value.path == str(tmp_path / "gone.yaml") and "$GA_CONFIG" in str(err.value)
+
+
+def test_yaml_error_gives_the_line_and_column(home):
+    path = write(home, "models:\n  a: {provider: openai\n  b: 1\n")
+    with pytest.raises(ConfigError) as err:
+        llmcore.make_client("a")
+    assert err.value.path == path and "invalid YAML: line 3, column 4:" in str(err.value)
+
+
+def test_unknown_model_lists_the_profiles(home, tmp_path):
+    write(home, f"models:\n  alpha: {{provider: scripted, script: {tmp_path / 'x.yaml'}}}\n"
+                "  beta: {mixin: [alpha]}\n")
+    with pytest.raises(ConfigError) as err:
+        llmcore.make_client("nosuch")
+    assert str(err.value).endswith("; profiles: alpha, beta")
+
+
+def test_unknown_model_without_a_config_says_there_is_none():
+    with pytest.raises(ConfigError) as err:
+        llmcore.make_client("nosuch")
+    assert "no config file (see: ga config path)" in str(err.value)
+
+
+def test_provider_model_without_a_key_names_the_variable_not_a_config_field():
+    with pytest.raises(ConfigError) as err:
+        llmcore.make_client("openai:gpt-5.4")
+    assert err.value.path is None and err.value.field == "openai:gpt-5.4"
+    assert err.value.message == "no API key: set the environment variable OPENAI_API_KEY"
+
+
+def test_session_log_is_named_after_the_session_once_known(tmp_path):
+    from llmcore.logs import SessionLog
+
+    log = SessionLog(tmp_path, [])
+    assert log.path.name.startswith("llm-") and log.path.parent == tmp_path
+    log.session_id = "20260101-120000-abcd"
+    log.note("hello")
+    assert (tmp_path / "llm-20260101-120000-abcd.log").read_text().endswith("hello\n")
