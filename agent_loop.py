@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import traceback
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ HOOK_EVENTS = (
 )
 COMPACT_ARGS_CHARS = 120
 COMPACT_KEYINFO_CHARS = 60
+COMPACT_PATH_CHARS = 60  # a longer path is cut in the middle on the tool line
 CLEAN_CODE_MAX_LINES = 6
 CLEAN_CODE_PREVIEW_LINES = 5
 BAD_JSON_PREVIEW_CHARS = 200
@@ -97,7 +97,6 @@ class BaseHandler:
             return StepOutcome({"status": "error", "msg": msg}, next_prompt=msg)
         method = getattr(self, f"do_{tool_name}", None)
         if method is None:
-            yield f"unknown tool {tool_name}\n"
             return StepOutcome({"status": "error", "msg": f"unknown tool {tool_name}"},
                                next_prompt=f"unknown tool {tool_name}")
         args["_index"] = index
@@ -269,11 +268,19 @@ def _cut(s: str, n: int) -> str:
     return s[:n] + "..." if len(s) > n else s
 
 
+def cut_middle(s: str, n: int) -> str:
+    """``s`` at most ``n`` chars, its middle replaced by ``…`` (keeps both ends of a path)."""
+    if len(s) <= n:
+        return s
+    head = (n - 1) // 2
+    return s[:head] + "…" + s[len(s) - (n - 1 - head):]
+
+
 def _compact_tool_args(name: str, args: dict) -> str:
     """One short line describing a tool call's arguments (SPEC §2)."""
     a = {k: v for k, v in args.items() if k not in ("_index", "_tool_num")}
     if isinstance(a.get("path"), str):
-        a["path"] = os.path.basename(a["path"])
+        a["path"] = cut_middle(a["path"], COMPACT_PATH_CHARS)
     if name == "update_working_checkpoint":
         return _cut(str(a.get("key_info", "")), COMPACT_KEYINFO_CHARS)
     if name == "ask_user":

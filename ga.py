@@ -37,7 +37,8 @@ from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env
 
 CODE_OUTPUT_CHARS = 10_000
 READ_OUTPUT_CHARS = 15_000
-OFFERED_LATER = ("web_scan", "web_execute_js")  # browser extra: not offered yet
+OFFERED_LATER = {name: "the browser tools are not available in this version"
+                 for name in ("web_scan", "web_execute_js")}
 USER_TOOLS = ("ask_user", "start_long_term_update")
 STALE_PREFIX = "[Note] key_info"
 
@@ -208,7 +209,8 @@ class GenericAgentHandler(BaseHandler):
             mode: overwrite, append or prepend.
         """
         p = self.resolve(path)
-        yield f"[Action] {mode.capitalize()} file: {p.name}\n"
+        action = "Create" if mode == "overwrite" and not p.exists() else mode.capitalize()
+        yield f"[Action] {action} file: {path}\n"
         body = content or files.content_from_reply(getattr(response, "content", "") or "")
         if body is None and content is None:
             return StepOutcome({"status": "error", "msg": self.t("content_missing")},
@@ -226,7 +228,7 @@ class GenericAgentHandler(BaseHandler):
             new_content: Replacement text; may contain {{file:path:start:end}} references.
         """
         p = self.resolve(path)
-        yield f"[Action] Patching file: {p.name}\n"
+        yield f"[Action] Patching file: {path}\n"
         result = files.file_patch(p, old_content, files.expand_file_refs(new_content, self.cwd),
                                   abort=self.abort_event)
         return StepOutcome(result, next_prompt=self._anchor(_index))
@@ -264,7 +266,6 @@ class GenericAgentHandler(BaseHandler):
             question: The question.
             candidates: Suggested answers the user can pick from.
         """
-        yield self.t("ask_user_waiting") + "\n"
         data = {"question": question, "candidates": candidates or []}
         return StepOutcome({"status": "INTERRUPT", "intent": "HUMAN_INTERVENTION", "data": data},
                            next_prompt="", should_exit=True)
@@ -426,6 +427,10 @@ class GenericAgentHandler(BaseHandler):
             self.exit_request = {"result": "NO_PROGRESS",
                                  "data": self.t("no_progress_end", name=name, n=run)}
         if run >= self.s.repeat_warn:
+            if run < self.s.repeat_stop:
+                log.warning("%s was called with the same arguments %d turns in a row; the model "
+                            "was told to change approach (the task stops at %d)",
+                            name, run, self.s.repeat_stop)
             return [self.t("no_progress_warn", name=name, n=run)]
         return []
 
@@ -495,19 +500,22 @@ class GenericAgent:
                  lang: str | None = None, settings: Settings | None = None,
                  max_turns: int = 100, verbose: bool = False,
                  handler_cls: type[GenericAgentHandler] | None = None,
-                 disabled_tools: tuple = (), task_dir: str | Path | None = None,
+                 disabled_tools: tuple | dict = (), task_dir: str | Path | None = None,
                  hooks: Hooks | None = None) -> None:
         self.llmclient = client
         self.home = Path(home)
         self.cwd = Path(cwd).absolute()
         self.settings = settings or Settings()
         self.texts = Texts(lang or lang_from_env(), self.settings.texts)
-        self.memory = MemoryStore(self.home)
-        self.memory.seed(self.texts.lang)
+        self.memory = MemoryStore(self.home)  # seeded by the first task, not before
+        self._seeded = False
         self.max_turns = max_turns
         self.verbose = verbose
         self.handler_cls = handler_cls or GenericAgentHandler
-        self.disabled_tools = tuple(disabled_tools) + OFFERED_LATER
+        # tool name -> why it is not offered to the model (the one place that decides)
+        self.unavailable: dict[str, str] = dict(OFFERED_LATER)
+        self.unavailable.update(disabled_tools if isinstance(disabled_tools, dict)
+                                else dict.fromkeys(disabled_tools, "turned off for this run"))
         self.task_dir = Path(task_dir) if task_dir else None
         self.hooks = hooks or Hooks()
         self.history_info: list[str] = []
@@ -524,12 +532,19 @@ class GenericAgent:
     def lang(self) -> str:
         return self.texts.lang
 
+    @property
+    def disabled_tools(self) -> tuple:
+        return tuple(self.unavailable)
+
     def tools_schema(self) -> list[dict]:
         return tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
 
     def system_prompt(self) -> str:
         """Role, date, memory structure and L1; a profile's extra_sys_prompt is added by
         the provider session, so it follows /model switches and failover."""
+        if not self._seeded:  # the home's memory is created by the first use, not by reads
+            self.memory.seed(self.texts.lang)
+            self._seeded = True
         return build_system_prompt(self.memory, self.lang)
 
     def put_task(self, query: str, source: str = "user", images: list | None = None) -> queue.Queue:
@@ -660,53 +675,6 @@ def task_end_event(result: dict, turns: int) -> dict:
     elif data is not None:
         end["text"] = json.dumps(data, ensure_ascii=False, default=json_default)
     return end
-
-
-# ---- plugins ------------------------------------------------------------------------
-class PluginAPI:
-    """What a plugin's ``register(api)`` gets: hook callbacks and extra ``do_`` tools."""
-
-    def __init__(self, hooks: Hooks) -> None:
-        self.hooks = hooks
-        self.tools: dict[str, Any] = {}
-
-    def on(self, event: str, fn: Any) -> None:
-        self.hooks.on(event, fn)
-
-    def tool(self, fn: Any) -> Any:
-        if not fn.__name__.startswith("do_"):
-            raise ValueError(f"a plugin tool must be named do_<name>, got {fn.__name__}")
-        self.tools[fn.__name__] = fn
-        return fn
-
-
-def load_plugins(home: Path, api: PluginAPI) -> None:
-    """Load ``<home>/plugins/*.py`` and ``genericagent.plugins`` entry points."""
-    import importlib.util
-    from importlib.metadata import entry_points
-
-    sources: list[tuple[str, Any]] = []
-    for path in sorted((home / "plugins").glob("*.py")):
-        sources.append((str(path), path))
-    for ep in entry_points(group="genericagent.plugins"):
-        sources.append((ep.name, ep))
-    for name, src in sources:
-        try:
-            if isinstance(src, Path):
-                spec = importlib.util.spec_from_file_location(f"ga_plugin_{src.stem}", src)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-            else:
-                module = src.load()
-            module.register(api)
-        except Exception as e:  # a broken plugin is reported and skipped
-            log.warning("plugin %s failed to load: %s: %s", name, type(e).__name__, e)
-
-
-def handler_with_plugins(api: PluginAPI) -> type[GenericAgentHandler]:
-    if not api.tools:
-        return GenericAgentHandler
-    return type("PluginHandler", (GenericAgentHandler,), dict(api.tools))
 
 
 if __name__ == "__main__":  # `python ga.py ...`: the same command line as `ga`

@@ -1,9 +1,17 @@
-"""The ``ga`` command line: modes, management commands, exit codes (SPEC §7)."""
+"""The ``ga`` command line: parsing, modes, exit codes (SPEC §7).
+
+Parsing is git-style: the first positional argument that is exactly a command name runs
+that command (``commands.py``), with the other arguments, options before the word included;
+otherwise the positional text is the task.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
+import shlex
+import stat
 import sys
 import time
 from pathlib import Path
@@ -11,20 +19,54 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from llmcore.base import ConfigError, LLMError
 
-if TYPE_CHECKING:
-    from ga import GenericAgent
+from .commands import COMMANDS, add_global_options, add_tool_options, resolve_home
 
+if TYPE_CHECKING:
+    from .journal import SessionState
     from .runner import Session
 
 # The agent, the journal and the front ends are imported where they are used, so that
 # `ga --help` and usage errors answer fast.
 __all__ = ["main"]
-MANAGEMENT = ("sessions", "memory")
 ABORT_GRACE_SECONDS = 10.0  # after Ctrl-C, how long to wait for the task to stop cleanly
+STDIN_MAX_BYTES = 1_000_000  # piped stdin beyond this is cut, with a note to the model
+COMMAND_LIKE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+TYPO_CUTOFF = 0.75  # a lone word this close to a command name (difflib ratio) is a typo
+OPTION_WORDS = {"help": "--help", "version": "--version"}  # `ga help` means `ga --help`
+RESUMING = ("--resume", "--continue")  # after these, the text is always a task (an answer)
+EPILOG = """\
+commands (ga COMMAND --help for each):
+  ga sessions [list|show ID|export ID [FILE]]   saved sessions
+  ga memory [show|sops|lint [--fix]|path]      long-term memory
+  ga tools                                     the tools the model gets, and any hidden
+  ga config [path|check]                       where the config is read from; validate it
+
+which words are a command:
+  The first argument that is exactly a command name runs that command; options may stand
+  before or after it. Anything else is the task ("ga fix the memory leak").
+  A lone word close to a command name (ga sesions, ga tool) is an error that suggests the
+  command, not a task. ga -- TEXT always runs TEXT as a task, and after --resume or
+  --continue the text is always the task (an answer).
+
+input and output:
+  Piped stdin with a task is added as <stdin> context (cat log | ga "why does this fail");
+  piped stdin without a task is the task. Use < /dev/null to pass none.
+  On a terminal everything is shown live. When stdout is a pipe or a file it receives only
+  the final answer and the progress goes to stderr. Diagnostics always go to stderr.
+
+exit codes: 0 done, 1 failure, 2 usage or config error, 3 the agent asked a question
+  (answer with ga --resume ID "ANSWER"), 4 a limit ended the task (turns, tokens, no
+  progress), 130 interrupted."""
 
 
-def resolve_home(arg: str | None) -> Path:
-    return Path(arg or os.environ.get("GA_HOME") or Path.home() / ".genericagent").expanduser()
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("genericagent")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def build_parser():
@@ -32,21 +74,16 @@ def build_parser():
 
     p = argparse.ArgumentParser(
         prog="ga", description="GenericAgent: a minimal, self-evolving LLM agent.",
-        epilog="Management: ga sessions [export ID [FILE]] | ga memory [show|sops|lint [--fix]|"
-               "path]. Exit codes: 0 done, 1 failure, 2 usage/config, 3 ask_user, 4 limit, "
-               "130 interrupted.")
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", nargs="*", help="the task; without one, an interactive session")
-    p.add_argument("-m", "--model", help="profile name or provider:model (scripted:PATH)")
-    p.add_argument("--config", help="config file (default $GA_CONFIG or <home>/config.yaml)")
-    p.add_argument("--home", help="state folder (default $GA_HOME or ~/.genericagent)")
-    p.add_argument("-C", "--cwd", help="working directory for tools")
-    p.add_argument("--max-turns", type=int, default=100, metavar="N")
+    add_global_options(p)
+    add_tool_options(p)
+    p.add_argument("--version", action="version", version=f"ga {version()}",
+                   help="print the version and exit")
+    p.add_argument("--max-turns", type=int, default=100, metavar="N",
+                   help="turn limit per task (default 100)")
     p.add_argument("--max-tokens", type=int, metavar="N",
                    help="token budget per task (input+output, retries included)")
-    p.add_argument("-v", "--verbose", action="store_true", help="full tool args and outputs")
-    p.add_argument("--json", action="store_true", help="JSON Lines events on stdout")
-    p.add_argument("--no-user-tools", action="store_true",
-                   help="drop ask_user and start_long_term_update")
     p.add_argument("--resume", nargs="?", const="", metavar="ID",
                    help="continue a saved session (default: the latest)")
     p.add_argument("--continue", dest="cont", action="store_true",
@@ -58,6 +95,26 @@ def build_parser():
     p.add_argument("--reflect", metavar="SCRIPT", help="poll SCRIPT's check() and run its tasks")
     p.add_argument("--bg", action="store_true", help="with --task/--func: detach, print the PID")
     return p
+
+
+def find_command(parser, argv: list[str]) -> int | None:
+    """The index of the command word: the first positional argument, when it is exactly a
+    command name. Option values are skipped; ``--`` and ``--resume``/``--continue`` mean
+    a task."""
+    actions = parser._option_string_actions
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--" or tok in RESUMING:
+            return None
+        if not tok.startswith("-") or tok == "-":
+            return i if tok in COMMANDS else None
+        action = actions.get(tok)
+        takes = action is not None and action.nargs != 0
+        if takes and action.nargs == "?" and (i + 1 >= len(argv) or argv[i + 1].startswith("-")):
+            takes = False
+        i += 2 if takes else 1
+    return None
 
 
 def split_extra(parser, argv: list[str]) -> tuple[list[str], list[str]]:
@@ -84,6 +141,26 @@ def split_extra(parser, argv: list[str]) -> tuple[list[str], list[str]]:
             known.append(tok)
         i += 1
     return known, extra
+
+
+def check_lone_word(args, argv: list[str]) -> None:
+    """``ga sesions``: a lone word close to a command name is a typo, not a task."""
+    if "--" in argv or len(args.task) != 1 or args.resume is not None or args.cont:
+        return
+    word = args.task[0]
+    if not COMMAND_LIKE.fullmatch(word):
+        return
+    import difflib
+
+    if word.lower() in OPTION_WORDS:
+        guess = f"did you mean 'ga {OPTION_WORDS[word.lower()]}'?"
+    else:
+        close = difflib.get_close_matches(word.lower(), COMMANDS, n=1, cutoff=TYPO_CUTOFF)
+        if not close:
+            return
+        guess = f"did you mean 'ga {close[0]}'?"
+    raise ConfigError(None, None, f"'{word}' is not a command ({guess}); "
+                      f"to run it as a task: ga -- {word}")
 
 
 class StderrHandler(logging.StreamHandler):
@@ -114,52 +191,85 @@ def setup_logging(verbose: bool) -> Callable[[], None]:
     return restore
 
 
-def make_agent(args, home: Path) -> GenericAgent:
-    from agent_loop import Hooks
-    from ga import (
-        USER_TOOLS,
-        GenericAgent,
-        PluginAPI,
-        Settings,
-        handler_with_plugins,
-        load_plugins,
-    )
-    from llmcore import make_client
-    from llmcore.config import config_file, load_config
-
-    cwd = Path(args.cwd or ".").absolute()
-    if not cwd.is_dir():
-        raise ConfigError(None, "--cwd", f"not a folder: {cwd}")
-    client = make_client(args.model, config_path=args.config, home=home)
-    cfg = load_config(config_file(args.config, home), required=bool(args.config))
-    settings = Settings.from_dict(cfg.agent, cfg.path)
-    api = PluginAPI(Hooks())
-    load_plugins(home, api)
-    disabled = USER_TOOLS if args.no_user_tools else ()
-    return GenericAgent(client, home=home, cwd=cwd, max_turns=args.max_turns,
-                        verbose=args.verbose, handler_cls=handler_with_plugins(api),
-                        disabled_tools=disabled, hooks=api.hooks, task_dir=args.task_dir,
-                        settings=settings)
+def piped_stdin() -> str | None:
+    """What a pipe or a redirected file holds on stdin (None for a terminal, /dev/null or
+    no stdin at all), at most ``STDIN_MAX_BYTES`` with a note when cut."""
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            return None
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):  # a replaced stdin without a file descriptor
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)):
+        return None
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        return sys.stdin.read(STDIN_MAX_BYTES)
+    data = stream.read(STDIN_MAX_BYTES + 1)
+    text = data[:STDIN_MAX_BYTES].decode("utf-8", errors="replace")
+    if len(data) > STDIN_MAX_BYTES:
+        text += f"\n[stdin was cut at {STDIN_MAX_BYTES} bytes; the rest was not read]"
+    return text
 
 
-def open_session(args, agent: GenericAgent, home: Path) -> Session:
-    """The journal (new, or the resumed one), the seed history and the token budget."""
+def task_text(args) -> str:
+    """The task of a one-shot run: the arguments, with piped stdin as context (or as the
+    task when no arguments are given)."""
+    task = " ".join(args.task).strip()
+    piped = (piped_stdin() or "").strip()
+    if task and piped:
+        return f"{task}\n\n<stdin>\n{piped}\n</stdin>"
+    if not (task or piped):
+        raise ConfigError(None, "task", "no task given (ga --help)")
+    return task or piped
+
+
+def resume_command(args) -> str:
+    """How to run ga again with the same home and config (for printed hints)."""
+    parts = ["ga"]
+    for flag, value in (("--home", args.home), ("--config", args.config)):
+        if value:
+            parts += [flag, shlex.quote(value)]
+    return " ".join(parts)
+
+
+def open_session(args, home: Path, state: SessionState | None) -> Session:
+    """The agent, the journal (new, or the resumed one), the seed history and the token
+    budget. A resumed session keeps its recorded model unless ``-m`` is given."""
     from llmcore import make_client
 
     from .journal import Journal
-    from .runner import Session, TokenBudget, read_history_file, resolve_resume
+    from .runner import Session, TokenBudget, load_tools, make_agent, read_history_file
 
-    state = resolve_resume(home, args.resume, args.cont, agent.cwd)
+    api = load_tools(args, home)
+    client = resumed_client(args, home, state) if state else make_client(
+        args.model, config_path=args.config, home=home)
+    agent = make_agent(args, home, client, api)
     if state is not None:
         agent.restore(state.history, state.history_info, state.working)
-        print(f"ga: resumed session {state.id} ({state.turns} turns)", file=sys.stderr)
+        print(f"ga: resumed session {state.id} ({state.turns} turns, model {client.name})",
+              file=sys.stderr)
     journal = Journal(home, agent, state.id if state else None, state)
     session = Session(agent, home, journal,
-                      lambda name: make_client(name, config_path=args.config, home=home))
+                      lambda name: make_client(name, config_path=args.config, home=home),
+                      command=resume_command(args))
     if args.history:
         session.seed(read_history_file(args.history))
     agent.listeners.append(TokenBudget(agent, args.max_tokens))
     return session
+
+
+def resumed_client(args, home: Path, state: SessionState) -> Any:
+    """The client of a resumed session: ``-m``, else the model the session last used."""
+    from llmcore import make_client
+
+    if args.model or not state.model:
+        return make_client(args.model, config_path=args.config, home=home)
+    try:
+        return make_client(state.model, config_path=args.config, home=home)
+    except ConfigError as e:
+        raise ConfigError(None, "--resume", f"session {state.id} used model {state.model!r}, "
+                          f"which cannot be used now ({e}); choose one with -m") from None
 
 
 def run_once(session: Session, task: str, render: Any) -> int:
@@ -191,13 +301,20 @@ def wait_stopped(session: Session, events: Any) -> None:
 
 
 def make_renderer(args) -> Any:
+    """``--json`` events; else text: all on a terminal, or the progress on stderr and only
+    the answer on stdout when stdout is a pipe or a file."""
     from .console import JsonRenderer, TextRenderer
 
-    return JsonRenderer() if args.json else TextRenderer(verbose=args.verbose)
+    if args.json:
+        return JsonRenderer()
+    if sys.stdout.isatty():
+        return TextRenderer(verbose=args.verbose)
+    return TextRenderer(out=sys.stderr, verbose=args.verbose, answer=sys.stdout)
 
 
 def dispatch(args, extra: list[str], argv: list[str], home: Path) -> int:
     from . import taskmode
+    from .runner import resolve_resume, work_dir
 
     if args.bg:
         return background(args, argv, home)
@@ -205,13 +322,15 @@ def dispatch(args, extra: list[str], argv: list[str], home: Path) -> int:
         raise ConfigError(None, extra[0], "unknown option")
     if args.input is not None and not args.task_dir:
         raise ConfigError(None, "--input", "only with --task DIR")
-    task = " ".join(args.task).strip()
-    interactive = not task and sys.stdin.isatty() and not (args.task_dir or args.func
-                                                           or args.reflect)
+    check_lone_word(args, argv)
+    file_mode = bool(args.task_dir or args.func or args.reflect)
+    interactive = not args.task and sys.stdin.isatty() and not file_mode
     pick = interactive and args.resume == ""
     if pick:
         args.resume = None
-    session = open_session(args, make_agent(args, home), home)
+    task = "" if interactive or file_mode else task_text(args)
+    state = resolve_resume(home, args.resume, args.cont, work_dir(args))
+    session = open_session(args, home, state)
     if args.task_dir:
         return taskmode.run_task_mode(session, Path(args.task_dir))
     if args.func:
@@ -225,10 +344,6 @@ def dispatch(args, extra: list[str], argv: list[str], home: Path) -> int:
         from .repl import run_repl
 
         return run_repl(session, args.verbose, pick_resume=pick)
-    if not task and not sys.stdin.isatty():
-        task = sys.stdin.read().strip()
-    if not task:
-        raise ConfigError(None, "task", "no task given")
     return run_once(session, task, make_renderer(args))
 
 
@@ -252,28 +367,31 @@ def run_args(args, extra: list[str], argv: list[str]) -> int:
     return dispatch(args, extra, argv, home)
 
 
+def parse_run_args(parser, argv: list[str]) -> tuple[Any, list[str]] | int:
+    """The options and task of a run, or the exit code of ``--help``/a usage error."""
+    reflect = any(a.split("=", 1)[0] == "--reflect" for a in argv)
+    known, extra = split_extra(parser, argv) if reflect else (argv, [])
+    try:
+        return parser.parse_intermixed_args(known), extra
+    except SystemExit as e:  # --help, --version, or a usage error already printed by argparse
+        return e.code if isinstance(e.code, int) else 2
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    restore_logging = setup_logging("-v" in argv or "--verbose" in argv)
     try:
-        if argv[:1] == ["memory"]:
-            from memory.cli import memory_command
-
-            return memory_command(argv[1:], resolve_home(None))
-        if argv[:1] == ["sessions"]:
-            from .sessions_cmd import sessions_command
-
-            return sessions_command(argv[1:], resolve_home)
         parser = build_parser()
-        known, extra = split_extra(parser, argv) if "--reflect" in " ".join(argv) else (argv, [])
-        try:
-            args = parser.parse_args(known)
-        except SystemExit as e:  # --help, or a usage error already printed by argparse
-            return e.code if isinstance(e.code, int) else 2
-        restore_logging = setup_logging(args.verbose)
-        try:
-            return run_args(args, extra, argv)
-        finally:
-            restore_logging()
+        at = find_command(parser, argv)
+        if at is not None:
+            from .commands import run_command
+
+            return run_command(argv[at], argv[:at] + argv[at + 1:])
+        parsed = parse_run_args(parser, argv)
+        if isinstance(parsed, int):
+            return parsed
+        args, extra = parsed
+        return run_args(args, extra, argv)
     except ConfigError as e:
         print(f"ga: {e}", file=sys.stderr)
         return 2
@@ -286,3 +404,5 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # stdout closed by the reader (e.g. `| head`): stop quietly
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         return 1
+    finally:
+        restore_logging()

@@ -13,9 +13,12 @@ from tools import clip
 
 JSON_EVENTS = ("task_start", "turn", "text", "thinking", "tool_call", "tool_result", "usage",
                "task_end")
-COMPACT_PROGRESS_LINES = 8
+COMPACT_PROGRESS_LINES = 8  # live tool output shown per call in compact mode
+OUTCOME_CHARS = 300  # an error message on a tool's outcome line
 PANEL_CHARS = 4000
+ASK_USER = "ask_user"  # its question is shown once, at the end of the task
 SUMMARY_TAG = re.compile(r"<summary>(.*?)</summary>\s*", re.DOTALL)
+ANSWER_NOISE = re.compile(r"<summary>.*?</summary>|<thinking>.*?</thinking>", re.DOTALL)
 LIVE_MARGIN_ROWS = 3  # rows left free below the live reply preview
 ESTIMATE_MARK = "≈"  # before token counts estimated from characters
 LIVE_PAINT_SECONDS = 1 / 15  # repaint the live preview at most this often, not per chunk
@@ -46,6 +49,30 @@ class SummaryFilter:
         return text
 
 
+def final_answer(end: dict) -> str:
+    """The answer of a finished task as the user should get it: no ``<summary>`` markup."""
+    if end.get("result") != "CURRENT_TASK_DONE":
+        return ""
+    return ANSWER_NOISE.sub("", str(end.get("text") or "")).strip()
+
+
+def tool_outcome(data: object) -> tuple[str, bool]:
+    """How a tool call ended, for its compact line: (``ok`` | ``exit N`` | ``timeout after
+    N s`` | ``error: …``, failed)."""
+    if not isinstance(data, dict):
+        return "ok", False
+    status = str(data.get("status", "")).lower()
+    if status == "timeout":
+        limit = data.get("timeout")
+        return f"timeout after {limit:g} s" if isinstance(limit, (int, float)) else "timeout", True
+    if data.get("exit_code") not in (None, 0):
+        return f"exit {data['exit_code']}", True
+    if status in ("error", "failed", "refused", "aborted"):
+        msg = str(data.get("msg") or data.get("error") or "").removeprefix("[Error] ")
+        return (f"{status}: {clip(msg, OUTCOME_CHARS)}" if msg else status), True
+    return "ok", False
+
+
 class JsonRenderer:
     """One JSON object per line on stdout, only the documented event types."""
 
@@ -60,19 +87,28 @@ class JsonRenderer:
 
 
 class TextRenderer:
-    """Streamed text as it arrives, one compact line per tool call, panels in verbose mode."""
+    """Streamed text as it arrives, one compact line per tool call ending with how the call
+    ended, panels in verbose mode.
+
+    ``out`` gets the progress. With ``answer`` (stdout when it is not a terminal) the final
+    answer, or the question of an ``ask_user`` stop, goes there alone."""
 
     def __init__(self, out: IO[str] | None = None, err: IO[str] | None = None,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, answer: IO[str] | None = None) -> None:
         from rich.console import Console
 
         self.out = out or sys.stdout
         self.console = Console(file=self.out, highlight=False, soft_wrap=True)
         self.err = Console(file=err or sys.stderr, highlight=False, soft_wrap=True)
+        self.answer = answer
+        self.result = (Console(file=answer, highlight=False, soft_wrap=True) if answer
+                       else self.console)
         self.verbose = verbose
         self.usage = {"input": 0, "cached": 0, "output": 0}
         self.usage_estimated = False
         self._progress_lines = 0
+        self._hidden_lines = 0
+        self._hidden_partial = False
         self._at_line_start = True
         self.summaries = SummaryFilter()
 
@@ -83,7 +119,7 @@ class TextRenderer:
         self.out.flush()
         self._at_line_start = text.endswith("\n")
 
-    def _newline(self) -> None:
+    def newline(self) -> None:
         self._write(self.summaries.flush())
         if not self._at_line_start:
             self._write("\n")
@@ -101,13 +137,16 @@ class TextRenderer:
             self.err.print(e["delta"], style="dim italic", end="", markup=False)
 
     def on_turn(self, e: dict) -> None:
-        self._newline()
+        self.newline()
         if self.verbose:
             self.console.rule(f"turn {e['turn']}", style="dim")
 
     def on_tool_call(self, e: dict) -> None:
-        self._newline()
-        self._progress_lines = 0
+        self.newline()
+        self._progress_lines = self._hidden_lines = 0
+        self._hidden_partial = False
+        if e["name"] == ASK_USER:
+            return
         if self.verbose:
             args = {k: v for k, v in e["args"].items() if not k.startswith("_")}
             body = json.dumps(args, ensure_ascii=False, indent=2, default=json_default)
@@ -118,26 +157,40 @@ class TextRenderer:
         self._at_line_start = True
 
     def on_progress(self, e: dict) -> None:
-        text = e["text"]
-        if not self.verbose:
-            lines = text.count("\n") or 1
-            self._progress_lines += lines
-            if self._progress_lines > COMPACT_PROGRESS_LINES:
-                return
+        text = e["text"] if self.verbose else self._within_cap(e["text"])
+        if not text:
+            return
         self.console.print(text, style="dim", end="", markup=False)
         self._at_line_start = text.endswith("\n")
 
+    def _within_cap(self, text: str) -> str:
+        """The part of live output still shown in compact mode; counts the lines held back."""
+        shown = []
+        for piece in text.splitlines(keepends=True):
+            if self._progress_lines < COMPACT_PROGRESS_LINES:
+                shown.append(piece)
+                self._progress_lines += piece.endswith("\n")
+            else:
+                self._hidden_lines += piece.endswith("\n")
+                self._hidden_partial = not piece.endswith("\n")
+        return "".join(shown)
+
     def on_tool_result(self, e: dict) -> None:
         data = e["data"]
+        if e["name"] == ASK_USER:
+            return
+        self.newline()
         if self.verbose:
             body = data if isinstance(data, str) else json.dumps(
                 data, ensure_ascii=False, indent=2, default=json_default)
-            self._newline()
             self._panel(clip(body, PANEL_CHARS), f"{e['name']} result", "green")
-        elif isinstance(data, dict) and data.get("status") == "error":
-            self._newline()
-            self.console.print(f"  ↳ {clip(str(data.get('msg', '')), 300)}", style="red",
-                               markup=False)
+            return
+        hidden = self._hidden_lines + self._hidden_partial
+        if hidden:
+            self.console.print(f"  … {hidden} more line{'s' * (hidden > 1)} (-v shows all)",
+                               style="dim", markup=False)
+        text, failed = tool_outcome(data)
+        self.console.print(f"  ↳ {text}", style="red" if failed else "dim", markup=False)
 
     def on_usage(self, e: dict) -> None:
         for key in self.usage:
@@ -146,15 +199,19 @@ class TextRenderer:
 
     def on_task_end(self, e: dict) -> None:
         self._print_question(e)
+        answer = final_answer(e) if self.answer is not None else ""
+        if answer:
+            self.answer.write(answer + "\n")
+            self.answer.flush()
         if any(self.usage.values()):
             self.err.print(self._usage_line(), style="dim", markup=False)
 
     def _print_question(self, e: dict) -> None:
-        self._newline()
+        self.newline()
         if e.get("question"):
-            self.console.print(f"❓ {e['question']}", style="bold yellow", markup=False)
+            self.result.print(f"❓ {e['question']}", style="bold yellow", markup=False)
             for i, c in enumerate(e.get("candidates") or [], 1):
-                self.console.print(f"  {i}. {c}", markup=False)
+                self.result.print(f"  {i}. {c}", markup=False)
 
     def _usage_line(self) -> str:
         u = self.usage
@@ -217,7 +274,7 @@ class LiveRenderer(TextRenderer):
 
     def on_tool_call(self, e: dict) -> None:
         super().on_tool_call(e)
-        if not self.verbose:
+        if not self.verbose and e["name"] != ASK_USER:
             self._start_spinner(f"running {e['name']}…")
 
     def on_progress(self, e: dict) -> None:

@@ -278,12 +278,22 @@ def _quiet_load(path: Path) -> SessionState:
 
 def find_session(home: str | Path, session_id: str) -> Path | None:
     """The journal of ``session_id`` (a unique prefix is enough)."""
-    folder = sessions_dir(home)
-    exact = folder / f"{session_id}.jsonl"
+    exact = sessions_dir(home) / f"{session_id}.jsonl"
     if exact.is_file():
         return exact
-    matches = sorted(folder.glob(f"{glob_escape(session_id)}*.jsonl")) if folder.is_dir() else []
+    matches = session_matches(home, session_id)
     return matches[0] if len(matches) == 1 else None
+
+
+def session_matches(home: str | Path, prefix: str) -> list[Path]:
+    """The journals whose id starts with ``prefix``."""
+    folder = sessions_dir(home)
+    return sorted(folder.glob(f"{glob_escape(prefix)}*.jsonl")) if folder.is_dir() else []
+
+
+def read_events(path: str | Path):
+    """The records of a journal in order (torn lines skipped)."""
+    yield from _records(Path(path), [])
 
 
 def glob_escape(text: str) -> str:

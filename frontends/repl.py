@@ -64,6 +64,7 @@ class Repl:
         self.session = session
         self.verbose = verbose
         self.out = sys.stdout
+        self.readline: Any = None
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -73,7 +74,7 @@ class Repl:
 
     # ---- the loop --------------------------------------------------------------------
     def loop(self) -> int:
-        rl = setup_readline(self.session.home)
+        rl = self.readline = setup_readline(self.session.home)
         self.say(f"GenericAgent · model {self.session.agent.llmclient.name} · "
                  "/help for commands, /exit to quit")
         try:
@@ -135,8 +136,15 @@ class Repl:
         candidates = end.get("candidates") or []
         reply = self._input(ANSWER_PROMPT)
         if reply.isdigit() and 1 <= int(reply) <= len(candidates):
+            self._forget_last()  # a pick by number is no line worth recalling
             return str(candidates[int(reply) - 1])
         return reply
+
+    def _forget_last(self) -> None:
+        """Drop the line just read from the line history."""
+        rl = self.readline
+        if rl is not None and rl.get_current_history_length():
+            rl.remove_history_item(rl.get_current_history_length() - 1)
 
     # ---- slash commands --------------------------------------------------------------
     def command(self, line: str) -> str | None:
@@ -199,6 +207,8 @@ class Repl:
             when = time.strftime("%m-%d %H:%M", time.localtime(s.started)) if s.started else "?"
             self.say(f"{i:2}. {s.id}  {when}  turns={s.turns}  {s.summary}")
         pick = arg or self._input(PICK_PROMPT)
+        if pick and not arg:
+            self._forget_last()  # "1" picks a session; not a line worth recalling
         chosen = self._pick(recent, pick)
         if chosen is None:
             self.say("nothing resumed")

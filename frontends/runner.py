@@ -17,11 +17,24 @@ from typing import Any, Callable
 from llmcore.base import ConfigError
 
 from .console import ESTIMATE_MARK
-from .journal import Journal, SessionState, find_session, latest_for_cwd, load_session
+from .journal import (
+    Journal,
+    SessionState,
+    find_session,
+    latest_for_cwd,
+    load_session,
+    session_matches,
+)
 
 EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
               "NO_PROGRESS": 4, "BUDGET_EXCEEDED": 4, "ABORTED": 130}
-LIMIT_RESULTS = ("MAX_TURNS_EXCEEDED", "NO_PROGRESS", "BUDGET_EXCEEDED")
+LIMIT_MESSAGES = {  # why a limit ended the task (exit 4), naming the option that sets it
+    "MAX_TURNS_EXCEEDED": "stopped: the turn limit ({turns} turns, --max-turns) was reached",
+    "NO_PROGRESS": "stopped: no progress: {text}",
+    "BUDGET_EXCEEDED": "stopped: {text} (--max-tokens)",
+}
+HISTORY_KEYS = {"history": list, "history_info": list, "working": dict}
+MATCHES_SHOWN = 5  # an ambiguous session prefix lists this many matches
 TICK_SECONDS = 0.2  # how often a waiting front end looks at control files (task mode)
 
 
@@ -32,13 +45,52 @@ def exit_code(end: dict) -> int:
 def end_message(end: dict) -> str | None:
     """The stderr line for a task that did not simply finish, else None."""
     result = end.get("result")
-    if result in LIMIT_RESULTS:
-        return f"stopped: {result.lower()}: {end.get('text', '')}".rstrip(": ")
+    if result in LIMIT_MESSAGES:
+        return LIMIT_MESSAGES[result].format(turns=end.get("turns"), text=end.get("text") or "")
     if result == "ABORTED":
         return "interrupted"
     if exit_code(end) == 1:
         return f"failed: {end.get('error') or end.get('text') or result}"
     return None
+
+
+def work_dir(args: Any) -> Path:
+    cwd = Path(args.cwd or ".").absolute()
+    if not cwd.is_dir():
+        raise ConfigError(None, "--cwd", f"not a folder: {cwd}")
+    return cwd
+
+
+def load_tools(args: Any, home: Path) -> Any:
+    """The plugins of this run (home, entry points, ``--plugin FILE``) in a ``PluginAPI``."""
+    from agent_loop import Hooks
+
+    from .plugins import PluginAPI, load_plugins
+
+    files = tuple(getattr(args, "plugin", None) or ())
+    for f in files:
+        if not Path(f).is_file():
+            raise ConfigError(f, "--plugin", "plugin file not found")
+    api = PluginAPI(Hooks())
+    load_plugins(home, api, files)
+    return api
+
+
+def make_agent(args: Any, home: Path, client: Any, api: Any) -> Any:
+    """The agent a run (or ``ga tools``) uses: config ``agent:`` settings, plugins, flags."""
+    from ga import USER_TOOLS, GenericAgent, Settings
+    from llmcore.config import open_config
+
+    from .plugins import handler_with_plugins
+
+    cfg = open_config(args.config, home)
+    settings = Settings.from_dict(cfg.agent, cfg.path)
+    disabled = dict.fromkeys(USER_TOOLS, "--no-user-tools") if args.no_user_tools else {}
+    return GenericAgent(client, home=home, cwd=work_dir(args),
+                        max_turns=getattr(args, "max_turns", 100), verbose=args.verbose,
+                        handler_cls=handler_with_plugins(api), disabled_tools=disabled,
+                        hooks=api.hooks, task_dir=getattr(args, "task_dir", None),
+                        settings=settings)
 
 
 class TokenBudget:
@@ -72,20 +124,25 @@ class Session:
     """An agent plus its journal; runs tasks on a worker thread."""
 
     def __init__(self, agent: Any, home: Path, journal: Journal,
-                 client_factory: Callable[[str], Any] | None = None) -> None:
+                 client_factory: Callable[[str], Any] | None = None,
+                 command: str = "ga") -> None:
         self.agent = agent
         self.home = home
         self.journal = journal
         self.client_factory = client_factory
+        self.command = command  # how the user runs ga here (with --home …), for hints
         agent.listeners.append(self._journal_event)
         self._watch_client(agent.llmclient)
         self.aborted = False
         self._worker: threading.Thread | None = None
 
     def _watch_client(self, client: Any) -> None:
-        """Provider events (retries, failover switches) go to the journal too."""
+        """Provider events (retries, failover switches) go to the journal too; the provider
+        log is named after the session."""
         if hasattr(client, "on_event"):
             client.on_event = self._client_event
+        if getattr(client, "log", None) is not None:
+            client.log.session_id = self.journal.id
 
     def _client_event(self, event: dict) -> None:
         self.journal.write(dict(event, type=f"llm_{event.get('type', 'event')}"))
@@ -134,11 +191,13 @@ class Session:
         self.journal.close()
         self.agent.restore()
         self.journal = Journal(self.home, self.agent)
+        self._watch_client(self.agent.llmclient)
 
     def resume(self, state: SessionState) -> None:
         self.journal.close()
         self.agent.restore(state.history, state.history_info, state.working)
         self.journal = Journal(self.home, self.agent, state.id, state)
+        self._watch_client(self.agent.llmclient)
 
     def seed(self, data: dict) -> None:
         """Start from a saved conversation (``--history FILE``, ``_history.json``)."""
@@ -177,7 +236,8 @@ class Session:
 
 
 def read_history_file(path: str | Path) -> dict:
-    """A saved conversation: a list of provider messages, or an ``export`` object."""
+    """A saved conversation: a list of provider messages, or an ``export`` object
+    (``{"history": [...], "history_info": [...], "working": {...}}``)."""
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
@@ -187,8 +247,20 @@ def read_history_file(path: str | Path) -> dict:
         raise ConfigError(str(p), None, f"invalid history JSON: {e}") from None
     if isinstance(data, list):
         data = {"history": data}
-    if not isinstance(data, dict) or not isinstance(data.get("history", []), list):
-        raise ConfigError(str(p), "history", "expected a list of messages or an export object")
+    if not isinstance(data, dict) or "history" not in data:
+        raise ConfigError(str(p), None, 'expected a list of messages or an object with a '
+                          '"history" list (as /export and ga sessions export write)')
+    for key, value in data.items():
+        want = HISTORY_KEYS.get(key)
+        if want is None:
+            raise ConfigError(str(p), key, f"unknown key; allowed: {', '.join(HISTORY_KEYS)}")
+        if not isinstance(value, want):
+            raise ConfigError(str(p), key, f"expected a {want.__name__}, got "
+                              f"{type(value).__name__}")
+    for i, message in enumerate(data["history"]):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise ConfigError(str(p), f"history[{i}]",
+                              "expected a message with role user or assistant")
     return data
 
 
@@ -211,9 +283,7 @@ def resolve_resume(home: Path, resume: str | None, cont: bool, cwd: Path) -> Ses
         if path is None:
             raise ConfigError(None, "--continue", f"no saved session was started in {cwd}")
     elif resume:
-        path = find_session(home, resume)
-        if path is None:
-            raise ConfigError(None, "--resume", f"no saved session {resume!r} (ga sessions)")
+        path = session_path(home, resume, "--resume")
     else:
         from .journal import list_sessions
 
@@ -224,19 +294,38 @@ def resolve_resume(home: Path, resume: str | None, cont: bool, cwd: Path) -> Ses
     return load_session(path)
 
 
-def report_end(session: Session, end: dict) -> int:
+def session_path(home: Path, session_id: str, field: str) -> Path:
+    """The journal of a session id or unique prefix; an unknown or ambiguous one is an error."""
+    path = find_session(home, session_id)
+    if path is not None:
+        return path
+    matches = [p.stem for p in session_matches(home, session_id)]
+    if not matches:
+        raise ConfigError(None, field, f"no saved session {session_id!r} (ga sessions lists them)")
+    shown = ", ".join(matches[:MATCHES_SHOWN]) + (", …" if len(matches) > MATCHES_SHOWN else "")
+    raise ConfigError(None, field, f"{session_id!r} matches {len(matches)} sessions: {shown}; "
+                      "give more of the id")
+
+
+def report_end(session: Session, end: dict, answer_hint: bool = True) -> int:
     """The end of a task on stderr (why it stopped, the session id); returns the exit code.
-    A model failure is one line naming provider, status and message."""
+    A model failure is one line naming provider, status and message. An ``ask_user`` stop
+    says how to answer (unless the front end asks itself)."""
     message = end_message(end)
     if end.get("model_error"):
         print(f"ga: {end['error']}", file=sys.stderr)
         return exit_code(end)
     if message:
         print(f"ga: {message}", file=sys.stderr)
+    if answer_hint and end.get("question") is not None:
+        print(f"ga: the agent is waiting for your answer; reply with:\n"
+              f"  {session.command} --resume {session.id} \"ANSWER\"", file=sys.stderr)
+        return exit_code(end)
     print_session_id(session)
     return exit_code(end)
 
 
 def print_session_id(session: Session, out: Any = None) -> None:
     out = out or sys.stderr
-    print(f"ga: session {session.id} (continue with: ga --resume {session.id})", file=out)
+    print(f"ga: session {session.id} (continue with: {session.command} --resume {session.id})",
+          file=out)

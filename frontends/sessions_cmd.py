@@ -1,4 +1,4 @@
-"""``ga sessions``: list saved sessions; ``ga sessions export ID [FILE]``."""
+"""``ga sessions [list|show ID|export ID [FILE]]``: saved sessions, read-only."""
 
 from __future__ import annotations
 
@@ -6,35 +6,36 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
-from llmcore.base import ConfigError
+from agent_loop import cut_middle
 
 from .console import ESTIMATE_MARK
-from .journal import find_session, list_sessions, load_session
+from .journal import list_sessions, load_session, read_events
+from .runner import end_message, session_path
 
-DEFAULT_LIMIT = 20
 PIPED_WIDTH = 200  # no terminal to fit: keep rows on one line
+CWD_CHARS = 40  # longer values are cut in the middle, so a row stays one line
+MODEL_CHARS = 32
+PROMPT_CHARS = 60
 
 
-def sessions_command(argv: list[str], resolve_home: Callable[[str | None], Path]) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="ga sessions", description="Saved sessions, newest first.")
-    p.add_argument("action", nargs="?", choices=("list", "export"), default="list")
-    p.add_argument("id", nargs="?", help="session id (or a unique prefix) for export")
-    p.add_argument("file", nargs="?", help="export target (default: stdout)")
-    p.add_argument("--home", help="state folder (default $GA_HOME or ~/.genericagent)")
-    p.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT, help="how many to list")
-    args = p.parse_args(argv)
-    home = resolve_home(args.home)
-    if args.action == "export":
+def run(action: str, args: Any, home: Path) -> int:
+    if action == "show":
+        return show_session(home, args.id, args.verbose)
+    if action == "export":
         return export_session(home, args.id, args.file)
-    states = list_sessions(home)
+    states = list_sessions(home)[: args.limit]
+    if args.json:
+        for s in states:
+            print(json.dumps({"id": s.id, "started": s.started, "cwd": s.cwd, "model": s.model,
+                              "turns": s.turns, "tokens": s.tokens, "tasks": s.tasks,
+                              "first_prompt": s.first_prompt}, ensure_ascii=False))
+        return 0
     if not states:
         print(f"no saved sessions in {home / 'sessions'}")
         return 0
-    print_sessions(states[: args.limit])
+    print_sessions(states)
     return 0
 
 
@@ -45,26 +46,57 @@ def print_sessions(states: list) -> None:
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("id", no_wrap=True, min_width=20)
     table.add_column("started", no_wrap=True, min_width=16)
-    table.add_column("cwd", overflow="fold", max_width=40)
-    table.add_column("model", overflow="fold", max_width=40)
+    table.add_column("cwd", no_wrap=True)
+    table.add_column("model", no_wrap=True)
     table.add_column("turns", justify="right", no_wrap=True)
     table.add_column("tokens", justify="right", no_wrap=True)
-    table.add_column("first prompt", overflow="fold", max_width=60)
+    table.add_column("first prompt", no_wrap=True, overflow="ellipsis", max_width=PROMPT_CHARS)
     for s in states:
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started)) if s.started else "?"
         tokens = f"{ESTIMATE_MARK if s.tokens_estimated else ''}{s.tokens}"
-        table.add_row(s.id, started, s.cwd, s.model, str(s.turns), tokens, s.summary)
+        table.add_row(s.id, started, cut_middle(s.cwd, CWD_CHARS),
+                      cut_middle(s.model, MODEL_CHARS), str(s.turns), tokens, s.summary)
     piped = not sys.stdout.isatty()
     Console(highlight=False, width=PIPED_WIDTH if piped else None).print(table)
 
 
-def export_session(home: Path, session_id: str | None, target: str | None) -> int:
-    if not session_id:
-        raise ConfigError(None, "id", "ga sessions export ID [FILE]")
-    path = find_session(home, session_id)
-    if path is None:
-        raise ConfigError(None, "id", f"no saved session {session_id!r}")
-    state = load_session(path)
+def show_session(home: Path, session_id: str, verbose: bool = False) -> int:
+    """The session as a transcript: prompts, replies, tool lines with their outcomes."""
+    from .console import TextRenderer
+
+    path = session_path(home, session_id, "id")
+    render = TextRenderer(out=sys.stdout, verbose=verbose)
+    for record in read_events(path):
+        kind = record.get("type")
+        if kind in ("session_start", "session_resume"):
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.get("time") or 0))
+            verb = "started" if kind == "session_start" else "resumed"
+            render.console.print(f"── session {record.get('id')} {verb} {when} · model "
+                                 f"{record.get('model')} · {record.get('cwd')}", style="dim",
+                                 markup=False)
+        elif kind == "task_start":
+            render.newline()
+            render.console.print(f"\n▶ {record.get('prompt', '')}", style="bold", markup=False)
+        elif kind in ("text", "thinking"):
+            render({"type": kind, "delta": record.get("text", "")})
+        elif kind == "task_end":
+            render(record)
+            message = end_message(record) or (
+                "stopped: waiting for an answer" if record.get("question") is not None
+                else f"done ({record.get('turns', 0)} turns)")
+            render.console.print(f"■ {message}", style="yellow", markup=False)
+        elif kind in ("model", "llm_model_switch"):
+            render.newline()
+            render.console.print(f"(model: {record.get('name') or record.get('to')})",
+                                 style="dim", markup=False)
+        else:
+            render(record)
+    render.newline()
+    return 0
+
+
+def export_session(home: Path, session_id: str, target: str | None) -> int:
+    state = load_session(session_path(home, session_id, "id"))
     data = {"history": state.history, "history_info": state.history_info,
             "working": state.working}
     text = json.dumps(data, ensure_ascii=False, indent=1, default=str)

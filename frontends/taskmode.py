@@ -19,7 +19,7 @@ from pathlib import Path
 from llmcore.base import ConfigError
 from tools.fsutil import atomic_write, take_file
 
-from .console import TextRenderer
+from .console import TextRenderer, final_answer
 from .runner import Session, read_history_file, report_end
 
 REPLY_WAIT_SECONDS = 600.0  # how long a child waits for reply.txt after a round
@@ -92,7 +92,7 @@ def run_round(session: Session, task_dir: Path, prompt: str, out_path: Path) -> 
         end = session.run(prompt, render, tick=tick)
         out.write(f"{ROUND_END}\n")
         out.flush()
-    return report_end(session, end)
+    return report_end(session, end, answer_hint=False)  # the parent answers with reply.txt
 
 
 def wait_for_reply(task_dir: Path, wait: float) -> str | None:
@@ -120,7 +120,8 @@ def run_func(session: Session, path: Path, render) -> int:
     if not prompt:
         raise ConfigError(None, "--func", f"{path} is empty")
     end = session.run(prompt, render)
-    atomic_write(func_output(path), (end.get("text") or "") + "\n")
+    done = end.get("result") == "CURRENT_TASK_DONE"
+    atomic_write(func_output(path), (final_answer(end) if done else end.get("text") or "") + "\n")
     return report_end(session, end)
 
 

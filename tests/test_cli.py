@@ -32,7 +32,7 @@ def test_token_budget_ends_the_task_with_exit_4(tmp_path, capsys):
                  "go"])
     err = capsys.readouterr().err
     assert code == 4
-    assert "budget_exceeded" in err and "token budget of 150" in err
+    assert "stopped: token budget of 150 reached" in err and "--max-tokens" in err
 
 
 def test_token_budget_not_reached_finishes(tmp_path, capsys):

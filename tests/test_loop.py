@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from agent_loop import (
     BaseHandler,
     Hooks,
@@ -176,8 +178,12 @@ def test_thinking_and_usage_events():
 
 
 def test_compact_tool_args():
-    assert _compact_tool_args("file_read", {"path": "/a/b/c.txt", "_index": 0,
-                                            "_tool_num": 1}) == '{"path": "c.txt"}'
+    assert _compact_tool_args("file_read", {"path": "out/sub/report.txt", "_index": 0,
+                                            "_tool_num": 1}) == '{"path": "out/sub/report.txt"}'
+    deep = "projects/" + "nested/" * 12 + "report.txt"
+    shown = json.loads(_compact_tool_args("file_write", {"path": deep}))["path"]
+    assert len(shown) == 60 and shown.startswith("projects/nested/")
+    assert shown.endswith("/report.txt") and "…" in shown
     long = "k" * 80
     assert _compact_tool_args("update_working_checkpoint", {"key_info": long}) == "k" * 60 + "..."
     assert _compact_tool_args("ask_user", {"question": "Which?", "candidates": ["a", "b"]}) == (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -11,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from frontends.cli import main
 from memory.archive import INDEX_NAME, TOOL_OUTPUT_CHARS, archive_to_l4
-from memory.cli import memory_command
 from memory.lint import lint_store
 from memory.store import MemoryStore
 
@@ -120,36 +119,28 @@ def test_concurrent_processes_never_corrupt_stats(store):
 
 
 # ---- ga memory show / sops / path ------------------------------------------------------
-def test_cli_show_prints_insight(home):
-    out = io.StringIO()
-    assert memory_command([], home, out=out) == 0
-    assert "[RULES]" in out.getvalue() and "global_mem_insight.txt" in out.getvalue()
+def test_cli_show_prints_insight(store, capsys):
+    assert main(["memory"]) == 0
+    out = capsys.readouterr().out
+    assert "[RULES]" in out and "global_mem_insight.txt" in out
 
 
-def test_cli_sops_lists_counts(store):
+def test_cli_sops_lists_counts(store, capsys):
     store.record_access(store.dir / "plan_sop.md", today=date(2025, 2, 3))
     store.record_access(store.dir / "plan_sop.md", today=date(2025, 2, 3))
-    out = io.StringIO()
-    assert memory_command(["sops"], store.home, out=out) == 0
-    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("plan_sop.md"))
+    assert main(["memory", "sops"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("plan_sop.md"))
     assert line.split()[1:] == ["2", "2025-02-03"]
-    assert "subagent_sop.md" in out.getvalue()
+    assert "subagent_sop.md" in out
 
 
 def test_cli_path_and_usage(home, capsys):
-    out = io.StringIO()
-    assert memory_command(["path"], home, out=out) == 0
-    assert out.getvalue().strip() == str(home / "memory")
-    assert memory_command(["bogus"], home, out=io.StringIO()) == 2
-    assert "usage: ga memory" in capsys.readouterr().err
-
-
-def test_cli_with_rich_console(home):
-    from rich.console import Console
-
-    console = Console(file=io.StringIO(), width=200)
-    assert memory_command(["show"], home, out=console) == 0
-    assert "[RULES]" in console.file.getvalue()
+    assert main(["memory", "path"]) == 0
+    assert capsys.readouterr().out.strip() == str(home / "memory")
+    assert main(["memory", "bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "usage: ga memory" in err and "invalid choice: 'bogus'" in err
 
 
 def test_archive_accepts_json_event_stream(store):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import io
 import logging
 import os
 import subprocess
@@ -16,9 +15,9 @@ from types import SimpleNamespace
 import pytest
 from genutil import drain
 
+from frontends.cli import main
 from ga import GenericAgent, GenericAgentHandler
 from llmcore.scripted import ScriptedClient
-from memory.cli import memory_command
 from memory.lint import STALE_TEMP_SECONDS, lint_store
 from memory.store import MemoryStore
 
@@ -58,6 +57,7 @@ def fill(folder: Path) -> None:
 
 def test_reading_memory_on_a_full_disk_goes_on_and_reports_once(tiny_disk, caplog):
     agent = GenericAgent(ScriptedClient([]), home=tiny_disk)
+    agent.system_prompt()  # seeds the memory, as the first task does
     handler = GenericAgentHandler(agent, agent.cwd)
     fill(tiny_disk)
     l2 = str(agent.memory.l2_path)
@@ -107,7 +107,7 @@ def kill_a_stats_writer(home: Path) -> None:
     assert done.returncode == -9, done.stderr
 
 
-def test_lint_reports_and_fixes_temp_files_left_by_a_killed_writer(home):
+def test_lint_reports_and_fixes_temp_files_left_by_a_killed_writer(home, capsys):
     store = MemoryStore(home)
     store.seed()
     kill_a_stats_writer(home)
@@ -122,9 +122,8 @@ def test_lint_reports_and_fixes_temp_files_left_by_a_killed_writer(home):
     fresh.write_text("in progress")
     found = [(p.path, p.fixed) for p in lint_store(store)]
     assert found == [(left, False), (l4_left, False)]
-    out = io.StringIO()
-    assert memory_command(["lint", "--fix"], home, out=out) == 0
-    assert "temp file left by an interrupted write" in out.getvalue()
+    assert main(["memory", "lint", "--fix", "--home", str(home)]) == 0
+    assert "temp file left by an interrupted write" in capsys.readouterr().out
     assert not left.exists() and not l4_left.exists() and fresh.exists()
     assert lint_store(store) == []
 

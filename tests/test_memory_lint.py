@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
 
+from frontends.cli import main
 from llmcore.secrets import find_secrets, redact_secrets
-from memory.cli import memory_command
 from memory.lint import L1_MAX_LINES, lint_store
 from memory.store import MemoryStore
 
@@ -132,25 +130,22 @@ def test_key_names_and_paths_are_not_secrets():
     assert find_secrets(text) == []
 
 
-def test_cli_lint_exit_codes_and_fix_report(store):
+def test_cli_lint_exit_codes_and_fix_report(store, capsys):
     (store.dir / "deploy_sop.md").write_text("# Deploy\n", encoding="utf-8")
-    out = io.StringIO()
-    assert memory_command(["lint"], store.home, out=out) == 1
-    assert "deploy_sop.md is not indexed" in out.getvalue()
-    assert "--fix" in out.getvalue()
-    out = io.StringIO()
-    assert memory_command(["lint", "--fix"], store.home, out=out) == 0
-    assert "[fixed]" in out.getvalue() and "1 fixed, 0 left" in out.getvalue()
-    out = io.StringIO()
-    assert memory_command(["lint"], store.home, out=out) == 0
-    assert "clean" in out.getvalue()
+    assert main(["memory", "lint"]) == 1
+    out = capsys.readouterr().out
+    assert "deploy_sop.md is not indexed" in out and "--fix" in out
+    assert main(["memory", "lint", "--fix"]) == 0
+    out = capsys.readouterr().out
+    assert "[fixed]" in out and "1 fixed, 0 left" in out
+    assert main(["memory", "lint"]) == 0
+    assert "clean" in capsys.readouterr().out
 
 
-def test_cli_lint_fails_when_unfixable_problems_remain(store):
+def test_cli_lint_fails_when_unfixable_problems_remain(store, capsys):
     store.append("global_mem.txt", "token: " + "abc123" * 4)
-    out = io.StringIO()
-    assert memory_command(["lint", "--fix"], store.home, out=out) == 1
-    assert "0 fixed, 1 left" in out.getvalue()
+    assert main(["memory", "lint", "--fix"]) == 1
+    assert "0 fixed, 1 left" in capsys.readouterr().out
 
 
 def test_pointers_inside_chinese_text(store):

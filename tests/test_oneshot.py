@@ -23,11 +23,11 @@ def script(tmp_path, steps) -> str:
 
 def test_demo_task_writes_runs_and_answers(capsys, tmp_path):
     code = main(["-m", f"scripted:{ROOT / 'examples' / 'demo.yaml'}", "make hello.py"])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 0
     assert (tmp_path / "work" / "hello.py").read_text() == "print('hello')\n"
-    assert "🛠️ code_run(" in out and "\nhello\n" in out
-    assert "Done: `hello.py` prints `hello`" in out
+    assert "🛠️ code_run(" in err and "\nhello\n" in err
+    assert out == "Done: `hello.py` prints `hello`, and running it confirmed the output.\n"
 
 
 def test_ask_user_exits_3_and_prints_the_question(capsys, tmp_path):
@@ -43,7 +43,8 @@ def test_no_progress_exits_4(capsys, tmp_path):
     same = {"tool_calls": [{"name": "code_run", "args": {"type": "bash", "script": "true"}}]}
     code = main(["-m", script(tmp_path, [same] * 7), "loop"])
     assert code == 4
-    assert "no_progress" in capsys.readouterr().err
+    assert "ga: stopped: no progress: code_run was called with the same arguments 6 turns" in (
+        capsys.readouterr().err)
 
 
 def test_max_turns_exits_4(capsys, tmp_path):
@@ -51,7 +52,8 @@ def test_max_turns_exits_4(capsys, tmp_path):
                                                            "script": f"echo {i}"}}]}
              for i in range(5)]
     assert main(["-m", script(tmp_path, steps), "--max-turns", "2", "go"]) == 4
-    assert "max_turns_exceeded" in capsys.readouterr().err
+    assert "ga: stopped: the turn limit (2 turns, --max-turns) was reached" in (
+        capsys.readouterr().err)
 
 
 def test_three_empty_replies_fail_with_exit_1(capsys, tmp_path):
@@ -219,8 +221,8 @@ def test_summary_tags_render_as_a_marked_line_even_when_split_across_chunks():
 
 def test_text_mode_shows_summaries_without_tags(capsys):
     main(["-m", f"scripted:{ROOT / 'examples' / 'demo.yaml'}", "make hello.py"])
-    out = capsys.readouterr().out
-    assert "<summary>" not in out and "» write hello.py\nWriting the script." in out
+    out, err = capsys.readouterr()
+    assert "<summary>" not in out + err and "» write hello.py\nWriting the script." in err
 
 
 def test_plugin_from_an_installed_package_entry_point(tmp_path, monkeypatch, home, capsys):
@@ -259,9 +261,9 @@ def test_verbose_shows_full_args_and_output_panels_compact_shows_one_line(capsys
     steps = [{"tool_calls": [{"name": "code_run", "args": {"script": long_script}}]},
              {"text": "ok"}]
     main(["-m", script(tmp_path, steps), "go"])
-    compact = capsys.readouterr().out
+    compact = capsys.readouterr().err
     main(["-m", script(tmp_path, steps), "-v", "go"])
-    verbose = capsys.readouterr().out
+    verbose = capsys.readouterr().err
     assert "🛠️ code_run(" in compact and "..." in compact and "x" * 150 not in compact
     assert "code_run result" not in compact
     assert "x" * 150 in verbose.replace("\n", "").replace("│", "").replace(" ", "")

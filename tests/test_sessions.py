@@ -122,7 +122,8 @@ def test_sessions_command_lists_id_model_prompt_turns_tokens(home, tmp_path, cap
     sid = only_session(home).stem
     row = next(line for line in out.splitlines() if line.startswith(sid))
     assert "count the files" in row and re.search(r"\s1\s+42\s", row)
-    assert str(Path.cwd())[:20] in out and "scripted:" in out
+    cwd = str(Path.cwd())
+    assert cwd[:15] in row and cwd[-10:] in row and "scripted:" in row
 
 
 def test_journal_never_contains_an_api_key(home, tmp_path, monkeypatch, capsys):

@@ -16,7 +16,9 @@ from memory.prompt import insight_reminder
 
 @pytest.fixture
 def agent(home):
-    return GenericAgent(ScriptedClient([]), home=home)
+    agent = GenericAgent(ScriptedClient([]), home=home)
+    agent.system_prompt()  # seeds the memory, as the first task does
+    return agent
 
 
 @pytest.fixture

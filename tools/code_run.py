@@ -76,7 +76,8 @@ def code_run(
 ) -> Generator[str, None, dict]:
     """Run ``code``; yield its output live; return status, exit code and truncated stdout.
 
-    ``exit_code`` is None when the run was killed (status ``timeout`` or ``aborted``).
+    ``exit_code`` is None when the run was killed (status ``timeout``, which also gives the
+    ``timeout`` in seconds, or ``aborted``).
     """
     kind = _canonical_type(type)
     limit = _coerce_timeout(timeout)
@@ -96,7 +97,10 @@ def code_run(
     code_ = child.proc.returncode if status is None else None
     if status is None:
         status = "success" if code_ == 0 else "error"
-    return {"status": status, "exit_code": code_, "stdout": out.render()}
+    result = {"status": status, "exit_code": code_, "stdout": out.render()}
+    if status == "timeout":
+        result["timeout"] = limit  # seconds it was allowed to run
+    return result
 
 
 def _canonical_type(kind: str) -> str:

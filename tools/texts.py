@@ -39,7 +39,7 @@ EN: dict[str, str] = {
     "no_progress_warn": (
         "[DANGER] You called {name} with the same arguments {n} turns in a row with no "
         "progress. Stop repeating it: change approach, or ask_user."),
-    "no_progress_end": "stopped: {name} was called with the same arguments {n} turns in a row",
+    "no_progress_end": "{name} was called with the same arguments {n} turns in a row",
     "master": "[MASTER] {text}",
     "stale_key_info": (
         "[Note] key_info was set {n} task(s) ago; update it, or clear it with "
@@ -64,7 +64,6 @@ EN: dict[str, str] = {
     "long_prompt": (
         "{head}\n\n[The full request ({n} chars) is saved in {path}. Read it with file_read "
         "before acting.]"),
-    "ask_user_waiting": "Waiting for your answer ...",
 }
 
 ZH: dict[str, str] = {
@@ -107,7 +106,7 @@ ZH: dict[str, str] = {
         "[DANGER] 你已连续 {n} 轮用相同参数调用 {name}，没有进展"
         "。停止重复：换方法，或 ask_user。"
     ),
-    "no_progress_end": "已停止：连续 {n} 轮用相同参数调用 {name}",
+    "no_progress_end": "连续 {n} 轮用相同参数调用 {name}",
     "master": "[MASTER] {text}",
     "stale_key_info": (
         "[Note] key_info 设于 {n} 个任务之前；若这是新任务，请更新它，或用 "
@@ -130,7 +129,6 @@ ZH: dict[str, str] = {
         "tent>...</file_content>。"
     ),
     "long_prompt": "{head}\n\n[完整请求（{n} 字符）已保存在 {path}，请先用 file_read 读取再行动。]",
-    "ask_user_waiting": "等待你的回答 ...",
 }
 
 TABLES = {"en": EN, "zh": ZH}

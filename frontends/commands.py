@@ -1,0 +1,247 @@
+"""Management commands (SPEC §7): ``ga sessions|memory|tools|config``, and the options they
+share with task runs.
+
+Each command parses its own arguments, so global options may stand before or after the
+command word and ``--help`` works on every command and subcommand. Read-only commands
+create nothing in the home. Imports are cheap here; the agent is imported where used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from llmcore.base import ConfigError
+
+if TYPE_CHECKING:
+    from llmcore.config import Config, Profile
+
+COMMANDS = ("sessions", "memory", "tools", "config")
+DEFAULT_ACTION = {"sessions": "list", "memory": "show", "config": "check"}
+SESSIONS_LIMIT = 20
+EXIT_OK, EXIT_PROBLEMS = 0, 1
+
+
+def resolve_home(arg: str | None) -> Path:
+    return Path(arg or os.environ.get("GA_HOME") or Path.home() / ".genericagent").expanduser()
+
+
+def add_global_options(parser: argparse.ArgumentParser, suppress: bool = False) -> None:
+    """Options every command accepts, before or after its word (``suppress``: on a
+    subcommand, so a value given before the subcommand is not reset)."""
+    kw = {"default": argparse.SUPPRESS} if suppress else {}
+    p = parser.add_argument_group("global options (before or after a command word)")
+    p.add_argument("-m", "--model", help="profile name or provider:model (scripted:PATH)", **kw)
+    p.add_argument("--config", help="config file (default $GA_CONFIG or <home>/config.yaml)",
+                   **kw)
+    p.add_argument("--home", help="state folder (default $GA_HOME or ~/.genericagent)", **kw)
+    p.add_argument("-C", "--cwd", help="working directory for tools", **kw)
+    p.add_argument("-v", "--verbose", action="store_true", help="full tool args and outputs",
+                   **kw)
+    p.add_argument("--json", action="store_true",
+                   help="JSON: a task's events as JSON Lines; ga tools and ga sessions as data",
+                   **kw)
+
+
+def add_tool_options(p: argparse.ArgumentParser) -> None:
+    """Options that change the tool set (task runs and ``ga tools``)."""
+    p.add_argument("--no-user-tools", action="store_true",
+                   help="drop ask_user and start_long_term_update")
+    p.add_argument("--plugin", action="append", metavar="FILE",
+                   help="load a plugin file for this run (repeatable)")
+
+
+class CommandParser(argparse.ArgumentParser):
+    """Usage errors also say how to run the same words as a task instead."""
+
+    task_words: tuple[str, ...] = ()
+
+    def error(self, message: str):  # argparse's hook; never returns
+        self.print_usage(sys.stderr)
+        hint = ""
+        if self.task_words:
+            hint = f"\n(to run this as a task: ga -- {shlex.quote(' '.join(self.task_words))})"
+        self.exit(2, f"{self.prog}: error: {message}{hint}\n")
+
+
+def command_parser(name: str, words: list[str]) -> argparse.ArgumentParser:
+    p = CommandParser(prog=f"ga {name}", description=DESCRIPTIONS[name])
+    p.task_words = tuple(words)
+    add_global_options(p)
+    if name == "tools":
+        add_tool_options(p)
+        return p
+    sub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=CommandParser)
+    for action, (text, arguments) in ACTIONS[name].items():
+        a = sub.add_parser(action, help=text, description=text)
+        a.task_words = tuple(words)
+        add_global_options(a, suppress=True)
+        for flags, kw in arguments:
+            a.add_argument(*flags, **kw)
+    if name == "sessions":
+        p.add_argument("-n", "--limit", type=int, default=SESSIONS_LIMIT, help="how many to list")
+    return p
+
+
+DESCRIPTIONS = {
+    "sessions": "Saved sessions (<home>/sessions): list, show one as a transcript, export it.",
+    "memory": "Long-term memory (<home>/memory): the L1 index, SOPs, a consistency check.",
+    "tools": "Every tool the model would get (built-in and plugins), where each comes from, "
+             "and which are not offered and why.",
+    "config": "Where the config is read from, and whether it is valid.",
+}
+ACTIONS = {
+    "sessions": {
+        "list": ("list saved sessions, newest first (the default)",
+                 [(("-n", "--limit"), {"type": int, "default": argparse.SUPPRESS,
+                                       "help": "how many to list"})]),
+        "show": ("print a session as a readable transcript",
+                 [(("id",), {"help": "session id or a unique prefix"})]),
+        "export": ("write a session's conversation as JSON (reload it with --history FILE)",
+                   [(("id",), {"help": "session id or a unique prefix"}),
+                    (("file",), {"nargs": "?", "help": "target file (default: stdout)"})]),
+    },
+    "memory": {
+        "show": ("print the L1 index (the default)", []),
+        "sops": ("list the SOPs with their read counts", []),
+        "lint": ("check that the index and the files agree and that no secret was stored",
+                 [(("--fix",), {"action": "store_true",
+                                "help": "repair index and duplicate problems"})]),
+        "path": ("print the memory folder", []),
+    },
+    "config": {
+        "path": ("print the path of the config file ga reads", []),
+        "check": ("validate the config and list its profiles, keys as set/unset "
+                  "(the default)", []),
+    },
+}
+
+
+def run_command(name: str, argv: list[str]) -> int:
+    """Run ``ga NAME ARGV``; ``argv`` may hold global options from before the word."""
+    try:
+        args = command_parser(name, [name, *argv]).parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error argparse already printed
+        return e.code if isinstance(e.code, int) else 2
+    action = getattr(args, "action", None) or DEFAULT_ACTION.get(name)
+    home = resolve_home(args.home)
+    if name == "sessions":
+        from . import sessions_cmd
+
+        return sessions_cmd.run(action, args, home)
+    if name == "memory":
+        from memory.cli import memory_command
+
+        return memory_command(action, home, fix=getattr(args, "fix", False))
+    if name == "tools":
+        return tools_command(args, home)
+    return config_command(action, args, home)
+
+
+# ---- ga tools ----------------------------------------------------------------------------
+def tools_command(args: argparse.Namespace, home: Path) -> int:
+    from tools.spec import tool_specs
+
+    from .runner import load_tools, make_agent
+
+    api = load_tools(args, home)
+    agent = make_agent(args, home, None, api)
+    specs = {spec.name: spec.description for spec in tool_specs(agent.handler_cls)}
+    rows = []
+    for name in sorted(set(specs) | set(agent.unavailable)):
+        reason = agent.unavailable.get(name)
+        rows.append({"name": name, "offered": reason is None, "reason": reason,
+                     "source": api.sources.get(name, "built-in"),
+                     "description": specs.get(name, "")})
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=1))
+        return EXIT_OK
+    width = max(len(r["name"]) for r in rows)
+    source_width = max(len(r["source"]) for r in rows)
+    for r in rows:
+        status = "offered" if r["offered"] else f"not offered: {r['reason']}"
+        print(f"{r['name'].ljust(width)}  {r['source'].ljust(source_width)}  {status}")
+        if args.verbose and r["description"]:
+            print(f"{' ' * width}  {r['description']}")
+    offered = sum(r["offered"] for r in rows)
+    print(f"{offered} of {len(rows)} tools offered to the model", file=sys.stderr)
+    return EXIT_OK
+
+
+# ---- ga config ---------------------------------------------------------------------------
+def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
+    from llmcore.config import config_file, config_source, open_config
+
+    path = config_file(args.config, home)
+    source = config_source(args.config) or "the home's default"
+    if action == "path":
+        print(path)
+        if not path.exists():
+            print(f"ga: no file there yet ({source})", file=sys.stderr)
+        return EXIT_OK
+    cfg = open_config(args.config, home)
+    state = "" if path.exists() else ", not found: models come from -m or $GA_MODEL"
+    print(f"config: {path} ({source}{state})")
+    if cfg.path:
+        from ga import Settings
+
+        Settings.from_dict(cfg.agent, cfg.path)
+    problems = [line for line in print_profiles(cfg, args.model) if line]
+    for line in problems:
+        print(f"problem: {line}")
+    print("ok" if not problems else f"{len(problems)} problem(s)")
+    return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def print_profiles(cfg: Config, model: str | None) -> list[str]:
+    """One line per profile (keys only as set/unset); returns the problems found."""
+    from llmcore.config import select
+
+    profiles = dict(cfg.profiles)
+    try:
+        chosen = select(cfg, model)
+    except ConfigError as e:
+        chosen = None
+        problems = [e.message]
+    else:
+        problems = []
+        profiles.setdefault(chosen.name, chosen)
+    print("profiles:" if profiles else "profiles: none")
+    label = " (-m)" if model else " (default)"
+    for name, prof in profiles.items():
+        mark = label if chosen is not None and name == chosen.name else ""
+        if prof.mixin:
+            print(f"  {name}{mark}: mixin of {', '.join(prof.mixin)}")
+            continue
+        key, problem = key_status(prof, cfg.path)
+        where = f" at {prof.base_url}" if prof.base_url else ""
+        print(f"  {name}{mark}: {prof.provider} {prof.model}{where}, key {key}")
+        problems.append(problem)
+    return problems
+
+
+def key_status(prof: Profile, path: str | None) -> tuple[str, str]:
+    """(``set (from …)`` | ``unset`` | ``not needed``, problem or "") — never the key."""
+    from llmcore.config import resolve_key
+
+    if prof.provider == "scripted":
+        return "not needed", ""
+    try:
+        key = resolve_key(prof, path)
+    except ConfigError as e:
+        return "unset", f"{prof.name}: {e.message}"
+    if not key:
+        return "not needed (own base_url)", ""
+    origin = "api_key in the file" if prof.api_key else f"${prof.api_key_env or default_env(prof)}"
+    return f"set (from {origin})", ""
+
+
+def default_env(prof: Profile) -> str:
+    from llmcore.config import DEFAULT_KEY_ENV
+
+    return DEFAULT_KEY_ENV[prof.provider]
