@@ -1,0 +1,69 @@
+"""README's commands and code, run as written: the first command, the routes to add a tool."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from frontends.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_block(marker: str) -> str:
+    """The fenced block of README.md whose first line is ``marker``."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for body in re.findall(r"```\w*\n(.*?)```", text, re.S):
+        if body.startswith(marker):
+            return body
+    raise AssertionError(f"README has no block starting with {marker!r}")
+
+
+def readme_route(folder: Path) -> None:
+    (folder / "my_tools.py").write_text(readme_block("# my_tools.py"))
+    (folder / "word_count_test.yaml").write_text(readme_block("# word_count_test.yaml"))
+    (folder / "notes.txt").write_text("one two three\n")
+
+
+def test_readme_plugin_route_runs_offline(tmp_path, capsys):
+    work = Path.cwd()
+    readme_route(work)
+    command = readme_block("echo").splitlines()[1].split()
+    assert command[:2] == ["ga", "--plugin"]
+    argv = [a.strip('"') for a in command[1:]]
+    argv = argv[: argv.index("-v")] + ["--json"] + [" ".join(argv[argv.index("-v") + 1:])]
+    assert main(argv) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {"type": "tool_result", "name": "word_count", "id": "call_1_0",
+            "data": {"words": 3}} in events
+    assert events[-1]["text"] == "notes.txt has 3 words."
+
+
+def test_readme_subclass_route_runs(tmp_path, home):
+    readme_route(tmp_path)
+    (tmp_path / "my_agent.py").write_text(readme_block("# my_agent.py"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path / "user")}
+    proc = subprocess.run([sys.executable, "my_agent.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "CURRENT_TASK_DONE notes.txt has 3 words."
+
+
+def test_readme_first_command_writes_nothing_into_the_checkout(tmp_path):
+    first = readme_block("pip install").splitlines()[0]
+    demo = first.split("&& ", 1)[1]
+    assert demo.startswith('ga -C "$(mktemp -d)"')
+    before = sorted(p.name for p in ROOT.iterdir())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GA_HOME": str(tmp_path / "home"),
+           "TMPDIR": str(tmp_path)}
+    proc = subprocess.run(["bash", "-c", demo.replace("ga ", f"{sys.executable} ga.py ", 1)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert "Done: `hello.py` prints `hello`" in proc.stdout
+    assert sorted(p.name for p in ROOT.iterdir()) == before
+    assert list(tmp_path.glob("tmp*/hello.py"))
