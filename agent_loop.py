@@ -28,6 +28,14 @@ COMPACT_PATH_CHARS = 60  # a longer path is cut in the middle on the tool line
 CLEAN_CODE_MAX_LINES = 6
 CLEAN_CODE_PREVIEW_LINES = 5
 BAD_JSON_PREVIEW_CHARS = 200
+MAX_CALLS_PER_TURN = 32  # tool calls of one reply that run; the rest get an error result
+TOO_MANY_CALLS = ("[Error] not run: a reply may make at most {n} tool calls and yours made "
+                  "{total}. Send the remaining calls in your next reply.")
+# The runtime's own prompt markers; tool output that contains them is neutralised (SPEC §4).
+MARKER_TAGS = ("key_info", "history", "earlier_context", "tool_result", "tool_use", "tool_call")
+MARKER_WORDS = ("MASTER", "DANGER", "WORKING MEMORY", "SYSTEM", "SYSTEM TIPS")
+_MARKER_TAG = re.compile(rf"<(\s*/?\s*(?:{'|'.join(MARKER_TAGS)})\b[^<>]{{0,200}})>", re.I)
+_MARKER_WORD = re.compile(rf"\[(\s*(?:{'|'.join(MARKER_WORDS)})\s*)\]", re.I)
 
 
 @dataclass
@@ -62,10 +70,34 @@ def json_default(o: Any) -> Any:
     return sorted(o) if isinstance(o, set) else str(o)
 
 
-def bad_json_message(name: str, raw: str, error: str) -> str:
+def bad_json_message(name: Any, raw: Any, error: Any) -> str:
+    if not isinstance(raw, str):
+        raw = json.dumps(raw, ensure_ascii=False, default=json_default)
     preview = raw if len(raw) <= BAD_JSON_PREVIEW_CHARS else raw[:BAD_JSON_PREVIEW_CHARS] + "..."
     return (f"[Error] the arguments of your {name} tool call were not valid JSON ({error}). "
             f"Arguments received: {preview!r}. Send the call again with a JSON object.")
+
+
+def neutralise_markers(text: str) -> str:
+    """``text`` with the runtime's markers made inert: ``<key_info>`` becomes
+    ``&lt;key_info&gt;`` and ``[MASTER]`` becomes ``\\[MASTER\\]``; the words stay readable."""
+    text = _MARKER_TAG.sub(r"&lt;\1&gt;", text)
+    return _MARKER_WORD.sub(r"\\[\1\\]", text)
+
+
+def tool_output(data: Any, redact: Callable[[str], str] | None = None) -> Any:
+    """Tool output as it may reach the model: every string in it redacted and neutralised."""
+    if isinstance(data, str):
+        return neutralise_markers(redact(data) if redact else data)
+    if isinstance(data, dict):
+        return {k: tool_output(v, redact) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [tool_output(v, redact) for v in data]
+    return data
+
+
+def error_outcome(msg: str, next_prompt: str = "\n") -> StepOutcome:
+    return StepOutcome({"status": "error", "msg": msg}, next_prompt=next_prompt)
 
 
 def _run_maybe_generator(ret: Any) -> Generator[str, None, Any]:
@@ -80,6 +112,7 @@ class BaseHandler:
     _done_hooks: list[str]
     exit_request: Optional[dict] = None  # set to {'result': ..., 'data': ...} to end the task
     current_turn: int = 0
+    disabled_tools: tuple = ()  # tools the model is not offered: unknown at dispatch too
 
     def __init__(self) -> None:
         self._done_hooks = []
@@ -91,26 +124,29 @@ class BaseHandler:
 
     def dispatch(self, tool_name: str, args: dict, response, index: int = 0,
                  tool_num: int = 1) -> Generator[str, None, StepOutcome]:
+        method = getattr(self, f"do_{tool_name}", None)
+        if tool_name != "bad_json" and (method is None or tool_name in self.disabled_tools):
+            msg = f"unknown tool {tool_name}"
+            return error_outcome(msg, next_prompt=msg)
+        if not isinstance(args, dict):
+            return error_outcome(f"[Error] the arguments of your {tool_name} tool call must be "
+                                 f"a JSON object, got {type(args).__name__}")
         if tool_name == "bad_json":
             msg = bad_json_message(args.get("name", "?"), args.get("raw", ""),
                                    args.get("error", "invalid JSON"))
-            return StepOutcome({"status": "error", "msg": msg}, next_prompt=msg)
-        method = getattr(self, f"do_{tool_name}", None)
-        if method is None:
-            return StepOutcome({"status": "error", "msg": f"unknown tool {tool_name}"},
-                               next_prompt=f"unknown tool {tool_name}")
+            return error_outcome(msg, next_prompt=msg)
         args["_index"] = index
         args["_tool_num"] = tool_num
         self.hooks.fire("tool_before", {"tool_name": tool_name, "args": args})
         try:
             outcome = yield from _run_maybe_generator(method(args, response))
-        except Exception as e:  # a failing tool reports to the model; the run goes on
+        except (Exception, SystemExit) as e:  # a failing tool reports to the model; run goes on
             log.debug("tool %s failed:\n%s", tool_name, traceback.format_exc())
             if getattr(e, "for_model", False):
                 msg = f"[Error] {e}"
             else:
                 msg = f"[Error] tool {tool_name} failed: {type(e).__name__}: {e}"
-            outcome = StepOutcome({"status": "error", "msg": msg}, next_prompt="\n")
+            outcome = error_outcome(msg)
         if not isinstance(outcome, StepOutcome):
             outcome = StepOutcome(outcome, next_prompt="\n")
         self.hooks.fire("tool_after", {"tool_name": tool_name, "args": args, "outcome": outcome})
@@ -153,24 +189,34 @@ def _result_text(data: Any) -> str:
     return str(data)
 
 
-def _run_calls(handler, response, calls) -> Generator[dict, None, tuple]:
+def _run_one(handler, response, call: dict, index: int, tool_num: int,
+             redact: Callable[[str], str] | None) -> Generator[dict, None, StepOutcome]:
+    name, call_id = call["tool_name"], call["id"]
+    if name != "no_tool":
+        yield {"type": "tool_call", "name": name, "args": dict(call["args"]), "id": call_id}
+    gen = handler.dispatch(name, call["args"], response, index=index, tool_num=tool_num)
+    while True:
+        try:
+            progress = next(gen)
+        except StopIteration as stop:
+            outcome = stop.value
+            break
+        yield {"type": "progress", "text": str(progress)}
+    if name != "no_tool":
+        outcome.data = tool_output(outcome.data, redact)
+        yield {"type": "tool_result", "name": name, "id": call_id, "data": outcome.data}
+    return outcome
+
+
+def _run_calls(handler, response, calls, max_calls: int = MAX_CALLS_PER_TURN,
+               redact: Callable[[str], str] | None = None) -> Generator[dict, None, tuple]:
     tool_results: list[dict] = []
     next_prompts: list[str] = []
     exit_reason: dict = {}
-    for i, call in enumerate(calls):
-        name, args, call_id = call["tool_name"], call["args"], call["id"]
-        if name != "no_tool":
-            yield {"type": "tool_call", "name": name, "args": dict(args), "id": call_id}
-        gen = handler.dispatch(name, args, response, index=i, tool_num=len(calls))
-        while True:
-            try:
-                progress = next(gen)
-            except StopIteration as stop:
-                outcome = stop.value
-                break
-            yield {"type": "progress", "text": str(progress)}
-        if name != "no_tool":
-            yield {"type": "tool_result", "name": name, "id": call_id, "data": outcome.data}
+    run = calls[:max_calls]
+    for i, call in enumerate(run):
+        name, call_id = call["tool_name"], call["id"]
+        outcome = yield from _run_one(handler, response, call, i, len(run), redact)
         if outcome.should_exit:
             exit_reason = {"result": "EXITED", "data": outcome.data}
             break
@@ -178,14 +224,22 @@ def _run_calls(handler, response, calls) -> Generator[dict, None, tuple]:
             exit_reason = {"result": "CURRENT_TASK_DONE", "data": outcome.data}
             break
         if outcome.data is not None and name != "no_tool":
-            tool_results.append({"tool_use_id": call_id, "content": _result_text(outcome.data)})
+            text = tool_output(_result_text(outcome.data), redact)  # str() of other objects
+            tool_results.append({"tool_use_id": call_id, "content": text})
         if outcome.next_prompt not in next_prompts:
             next_prompts.append(outcome.next_prompt)
+    skipped = calls[len(run):]
+    if skipped and not exit_reason:
+        msg = TOO_MANY_CALLS.format(n=max_calls, total=len(calls))
+        yield {"type": "progress", "text": f"{msg}\n"}
+        tool_results += [{"tool_use_id": c["id"], "content": msg} for c in skipped]
     return tool_results, next_prompts, exit_reason
 
 
 def agent_runner_loop(client, system_prompt: str, user_input: str, handler, tools_schema,
-                      max_turns: int = 100, verbose: bool = False
+                      max_turns: int = 100, verbose: bool = False, *,
+                      max_calls_per_turn: int = MAX_CALLS_PER_TURN,
+                      redact: Callable[[str], str] | None = None
                       ) -> Generator[dict, None, dict]:
     """Drive the model turn by turn until a tool ends the task or a limit is hit."""
     messages: list[dict] = [{"role": "system", "content": system_prompt},
@@ -219,7 +273,7 @@ def agent_runner_loop(client, system_prompt: str, user_input: str, handler, tool
             break
         tool_calls = _parse_calls(response)
         tool_results, next_prompts, exit_reason = yield from _run_calls(
-            handler, response, tool_calls)
+            handler, response, tool_calls, max_calls_per_turn, redact)
         if handler.exit_request:
             break
         if not next_prompts or exit_reason:

@@ -19,8 +19,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Generator, Literal
 
-from agent_loop import BaseHandler, Hooks, StepOutcome, agent_runner_loop, json_default, log
+from agent_loop import (
+    MAX_CALLS_PER_TURN,
+    BaseHandler,
+    Hooks,
+    StepOutcome,
+    agent_runner_loop,
+    json_default,
+    log,
+)
 from llmcore.base import ConfigError, LLMError
+from llmcore.logs import Failures
+from llmcore.secrets import EnvPolicy, EventRedactor, Redactor
 from memory.archive import Transcript, archive_to_l4, new_session_id
 from memory.prompt import (
     build_system_prompt,
@@ -41,6 +51,7 @@ OFFERED_LATER = {name: "the browser tools are not available in this version"
                  for name in ("web_scan", "web_execute_js")}
 USER_TOOLS = ("ask_user", "start_long_term_update")
 STALE_PREFIX = "[Note] key_info"
+STREAMED = {"text": "delta", "thinking": "delta", "progress": "text"}  # event type -> its text
 
 
 @dataclass
@@ -151,7 +162,8 @@ class GenericAgentHandler(BaseHandler):
         else:
             yield f"[Action] Running {type} in {run_dir.name or run_dir}: {squeeze(code, 60)}\n"
             result = yield from code_run(code, type, timeout, cwd=run_dir, abort=self.abort_event,
-                                         max_output=CODE_OUTPUT_CHARS // max(_tool_num, 1))
+                                         max_output=CODE_OUTPUT_CHARS // max(_tool_num, 1),
+                                         env=self.parent.env_policy.child_env())
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     def _inline_eval(self, code: str, run_dir: Path) -> dict:
@@ -164,7 +176,7 @@ class GenericAgentHandler(BaseHandler):
             except SyntaxError:
                 exec(code, ns)
                 value = repr(ns.get("_r", "OK"))
-        except Exception as e:  # the model's own code: report, don't crash
+        except (Exception, SystemExit, KeyboardInterrupt) as e:  # the model's own code
             return {"status": "error", "msg": f"{type(e).__name__}: {e}"}
         finally:
             os.chdir(old)
@@ -501,12 +513,20 @@ class GenericAgent:
                  max_turns: int = 100, verbose: bool = False,
                  handler_cls: type[GenericAgentHandler] | None = None,
                  disabled_tools: tuple | dict = (), task_dir: str | Path | None = None,
-                 hooks: Hooks | None = None) -> None:
+                 hooks: Hooks | None = None, redactor: Redactor | None = None,
+                 env_policy: EnvPolicy | None = None,
+                 max_calls_per_turn: int = MAX_CALLS_PER_TURN) -> None:
         self.llmclient = client
         self.home = Path(home)
         self.cwd = Path(cwd).absolute()
         self.settings = settings or Settings()
         self.texts = Texts(lang or lang_from_env(), self.settings.texts)
+        config = getattr(client, "config", None)
+        self.env_policy = env_policy or EnvPolicy.from_config(config)
+        self.redactor = redactor or Redactor.from_config(config, self.env_policy)
+        self.max_calls_per_turn = max_calls_per_turn
+        self._redact_events = EventRedactor(self.redactor, STREAMED)
+        self.failures = Failures()
         self.memory = MemoryStore(self.home)  # seeded by the first task, not before
         self._seeded = False
         self.max_turns = max_turns
@@ -543,7 +563,7 @@ class GenericAgent:
         """Role, date, memory structure and L1; a profile's extra_sys_prompt is added by
         the provider session, so it follows /model switches and failover."""
         if not self._seeded:  # the home's memory is created by the first use, not by reads
-            self.memory.seed(self.texts.lang)
+            self.failures.attempt("seeding the memory folder", self.memory.seed, self.texts.lang)
             self._seeded = True
         return build_system_prompt(self.memory, self.lang)
 
@@ -563,10 +583,11 @@ class GenericAgent:
             try:
                 for event in self.run_task(query, source, images):
                     out.put(event)
-            except Exception as e:  # the worker's edge: a caller must always get a task_end
+            except BaseException as e:  # the worker's edge: a caller must always get a task_end
                 log.error("task crashed: %s: %s", type(e).__name__, e, exc_info=True)
                 turns = getattr(self.handler, "current_turn", 0)
-                out.put(self._emit(failed_event(f"{type(e).__name__}: {e}", turns)))
+                for event in self._emit(failed_event(f"{type(e).__name__}: {e}", turns)):
+                    out.put(event)
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="ga-worker", daemon=True)
@@ -599,18 +620,27 @@ class GenericAgent:
         return {"history": list(getattr(self.llmclient, "history", None) or []),
                 "history_info": list(self.history_info), "working": working}
 
-    def _emit(self, event: dict) -> dict:
-        self.transcript.record(event)
-        for listener in self.listeners:
-            listener(event)
-        return event
+    def _emit(self, event: dict) -> list[dict]:
+        """Redact ``event``, record it and tell the listeners; returns the event(s) to pass on
+        (streamed text that may begin a secret is held back until the next piece)."""
+        out = self._redact_events(event)
+        for item in out:
+            self.transcript.record(item)
+            for listener in self.listeners:
+                try:
+                    listener(item)
+                except Exception as e:  # a listener (journal, budget) must never end the task
+                    name = getattr(listener, "__qualname__", type(listener).__name__)
+                    self.failures.report(f"listener {name}", e)
+        return out
 
     def _first_message(self, query: str, images: list | None) -> str:
         if len(query) > self.settings.long_prompt_chars:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             path = self.home / "prompts" / f"{stamp}-{abs(hash(query)) % 10**8}.txt"
-            atomic_write(path, query)
-            query = self.texts("long_prompt", head=query[:500] + " ...", n=len(query), path=path)
+            if self.failures.attempt("saving the long prompt", atomic_write, path, query):
+                query = self.texts("long_prompt", head=query[:500] + " ...", n=len(query),
+                                   path=path)
         if images:
             query += "\n\n[Images] " + ", ".join(str(i) for i in images)
         return query
@@ -627,25 +657,22 @@ class GenericAgent:
         message = self._first_message(query, images)
         if handler.working.get("key_info"):
             message += "\n" + handler._get_anchor_prompt()
-        yield self._emit({"type": "task_start", "prompt": query, "source": source})
+        yield from self._emit({"type": "task_start", "prompt": query, "source": source})
         loop = agent_runner_loop(self.llmclient, self.system_prompt(), message, handler,
-                                 self.tools_schema(), self.max_turns, self.verbose)
+                                 self.tools_schema(), self.max_turns, self.verbose,
+                                 max_calls_per_turn=self.max_calls_per_turn,
+                                 redact=self.redactor)
         try:
             result = yield from self._relay(loop)
             end = task_end_event(result, handler.current_turn)
         except LLMError as e:  # the model failed for good: the task ends, the session lives
             end = failed_event(str(e), handler.current_turn, model_error=True)
-        self._emit(end)
-        self._archive()  # before the end is seen: a caller may exit right after it
-        yield end
-        return end
-
-    def _archive(self) -> None:
-        """Keep the finished session in L4 (one file per session, rewritten each task)."""
-        try:
-            archive_to_l4(self.memory, self.session_id, self.transcript.events)
-        except OSError as e:
-            log.warning("could not archive the session in L4: %s", e)
+        events = self._emit(end)
+        # archived before the end is seen: a caller may exit right after it
+        self.failures.attempt("archiving the session in L4", archive_to_l4, self.memory,
+                              self.session_id, self.transcript.events, redact=self.redactor)
+        yield from events
+        return events[-1]
 
     def _relay(self, loop: Generator) -> Generator[dict, None, dict]:
         while True:
@@ -653,7 +680,7 @@ class GenericAgent:
                 event = next(loop)
             except StopIteration as stop:
                 return stop.value
-            yield self._emit(event)
+            yield from self._emit(event)
 
 
 def failed_event(error: str, turns: int, model_error: bool = False) -> dict:

@@ -237,21 +237,24 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
     """The agent, the journal (new, or the resumed one), the seed history and the token
     budget. A resumed session keeps its recorded model unless ``-m`` is given."""
     from llmcore import make_client
+    from llmcore.secrets import home_redactor
 
     from .journal import Journal
     from .runner import Session, TokenBudget, load_tools, make_agent, read_history_file
 
     api = load_tools(args, home)
-    client = resumed_client(args, home, state) if state else make_client(
-        args.model, config_path=args.config, home=home)
-    agent = make_agent(args, home, client, api)
+    redactor = home_redactor(home, args.config)  # the one redactor every writer uses
+    client = resumed_client(args, home, state, redactor) if state else make_client(
+        args.model, config_path=args.config, home=home, redactor=redactor)
+    agent = make_agent(args, home, client, api, redactor)
     if state is not None:
         agent.restore(state.history, state.history_info, state.working)
         print(f"ga: resumed session {state.id} ({state.turns} turns, model {client.name})",
               file=sys.stderr)
     journal = Journal(home, agent, state.id if state else None, state)
     session = Session(agent, home, journal,
-                      lambda name: make_client(name, config_path=args.config, home=home),
+                      lambda name: make_client(name, config_path=args.config, home=home,
+                                               redactor=agent.redactor),
                       command=resume_command(args))
     if args.history:
         session.seed(read_history_file(args.history))
@@ -259,14 +262,14 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
     return session
 
 
-def resumed_client(args, home: Path, state: SessionState) -> Any:
+def resumed_client(args, home: Path, state: SessionState, redactor: Any = None) -> Any:
     """The client of a resumed session: ``-m``, else the model the session last used."""
     from llmcore import make_client
 
     if args.model or not state.model:
-        return make_client(args.model, config_path=args.config, home=home)
+        return make_client(args.model, config_path=args.config, home=home, redactor=redactor)
     try:
-        return make_client(state.model, config_path=args.config, home=home)
+        return make_client(state.model, config_path=args.config, home=home, redactor=redactor)
     except ConfigError as e:
         raise ConfigError(None, "--resume", f"session {state.id} used model {state.model!r}, "
                           f"which cannot be used now ({e}); choose one with -m") from None
@@ -313,7 +316,6 @@ def make_renderer(args) -> Any:
 
 
 def dispatch(args, extra: list[str], argv: list[str], home: Path) -> int:
-    from . import taskmode
     from .runner import resolve_resume, work_dir
 
     if args.bg:
@@ -329,8 +331,25 @@ def dispatch(args, extra: list[str], argv: list[str], home: Path) -> int:
     if pick:
         args.resume = None
     task = "" if interactive or file_mode else task_text(args)
-    state = resolve_resume(home, args.resume, args.cont, work_dir(args))
-    session = open_session(args, home, state)
+    state = resolve_resume(home, args.resume, args.cont, work_dir(args))  # locked: ours now
+    try:
+        session = open_session(args, home, state)
+    except BaseException:
+        if state is not None and state.lock is not None:
+            state.lock.release()
+        raise
+    try:
+        return run_mode(args, extra, session, task, interactive, pick)
+    finally:
+        session.close()  # the journal's lock goes with it
+
+
+def run_mode(args, extra: list[str], session: Session, task: str, interactive: bool,
+             pick: bool) -> int:
+    """Run the session in the mode the options ask for; returns the exit code."""
+    from . import taskmode
+
+    home = session.home
     if args.task_dir:
         return taskmode.run_task_mode(session, Path(args.task_dir))
     if args.func:

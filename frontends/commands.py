@@ -137,7 +137,8 @@ def run_command(name: str, argv: list[str]) -> int:
     if name == "memory":
         from memory.cli import memory_command
 
-        return memory_command(action, home, fix=getattr(args, "fix", False))
+        return memory_command(action, home, fix=getattr(args, "fix", False),
+                              config_path=args.config)
     if name == "tools":
         return tools_command(args, home)
     return config_command(action, args, home)
@@ -189,8 +190,10 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
     print(f"config: {path} ({source}{state})")
     if cfg.path:
         from ga import Settings
+        from llmcore.config import tools_settings
 
         Settings.from_dict(cfg.agent, cfg.path)
+        tools_settings(cfg)
     problems = [line for line in print_profiles(cfg, args.model) if line]
     for line in problems:
         print(f"problem: {line}")

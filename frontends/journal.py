@@ -4,7 +4,11 @@ A ``Journal`` is an agent listener. It writes the task events (user prompt, each
 each tool call and result, usage, task end) and, after every turn, a ``state`` record with
 the working memory and the changes to ``history_info`` and the provider history, so
 ``load_session`` can rebuild everything ``--resume`` needs. A line torn by a killed process
-is skipped and reported. Secrets found in the environment are never written.
+is skipped and reported. Every line goes through the agent's redactor.
+
+One process writes a journal at a time: a ``SessionLock`` (``<id>.lock`` beside it) is held
+while it is open, so a second ``ga --resume ID`` is refused instead of losing turns. A journal
+that cannot be written (disk full, read-only home) is reported once; the task goes on.
 """
 
 from __future__ import annotations
@@ -16,10 +20,16 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
-from llmcore.secrets import env_secrets, redact
+from llmcore.base import ConfigError
+from llmcore.secrets import Redactor
 from memory.archive import new_session_id
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory lock
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger("ga.session")
 
@@ -28,6 +38,8 @@ STREAM_EVENTS = ("text", "thinking")
 SKIPPED_EVENTS = ("progress",)
 STATE_AFTER = ("turn", "tool_result", "task_end")
 PROMPT_PREVIEW_CHARS = 60
+LOCK_SUFFIX = ".lock"
+PID_CHARS = 32
 
 
 def sessions_dir(home: str | Path) -> Path:
@@ -76,6 +88,66 @@ def apply_delta(items: list, delta: dict | None) -> list:
     return items[:start] + list(delta.get("items") or [])
 
 
+class SessionBusy(ConfigError):
+    """The session is open in another process."""
+
+    def __init__(self, session_id: str, pid: str) -> None:
+        super().__init__(None, None, f"session {session_id} is open in process {pid}; wait for "
+                                     "it to end (or stop it), or start a new session")
+
+
+class SessionLock:
+    """An exclusive claim on one session's journal, held while this process writes it.
+
+    ``flock`` on ``<id>.lock`` (released by the system if the process dies), holding our pid
+    so a refused second process can name the first. No lock where ``fcntl`` is missing.
+    """
+
+    def __init__(self, journal_path: Path) -> None:
+        self.path = journal_path.with_suffix(LOCK_SUFFIX)
+        self.session_id = journal_path.stem
+        self._fd: int | None = None
+
+    def acquire(self) -> SessionLock:
+        """Take the lock or raise ``SessionBusy``; OSError when the home cannot be written."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if fcntl is None:
+            return self
+        while self._fd is None:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = os.pread(fd, PID_CHARS, 0).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise SessionBusy(self.session_id, pid) from None
+            if _same_file(fd, self.path):  # else a releasing process removed it: try again
+                self._fd = fd
+            else:
+                os.close(fd)
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            self.path.unlink(missing_ok=True)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    here = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino)
+
+
 class Journal:
     """Append-only event log of one session; attach with ``agent.listeners.append(journal)``."""
 
@@ -91,13 +163,31 @@ class Journal:
         self._working = _dumps(state.working) if state else _dumps({})
         self._stream: dict[str, list[str]] = {}  # streamed pieces, joined once when written
         self._file: IO[str] | None = None
-        self._secrets = env_secrets()
+        self.redact: Callable[[str], str] = getattr(agent, "redactor", None) or (
+            Redactor.from_config(getattr(agent.llmclient, "config", None)))
+        self.failed = False
+        self.closed = False  # a closed journal (its lock given up) writes nothing more
+        # a resumed session comes locked (claim_session); a new one is locked at first write
+        self.lock: SessionLock | None = state.lock if state is not None else None
 
     # ---- writing -------------------------------------------------------------------------
+    def _guard(self, action: Callable[[], Any]) -> None:
+        """Run a write; the first failure (disk full, read-only home) is reported and the
+        journal stops, so the task goes on without it."""
+        if self.failed or self.closed:
+            return
+        try:
+            action()
+        except OSError as e:
+            self.failed = True
+            log.warning("cannot write the session journal %s (%s); the task goes on, but this "
+                        "session will not be resumable", self.path, e.strerror or e)
+
     def _open(self) -> IO[str]:
         if self._file is not None:
             return self._file
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.lock is None:
+            self.lock = SessionLock(self.path).acquire()
         torn = not ends_with_newline(self.path)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
         if torn:
@@ -112,19 +202,18 @@ class Journal:
 
     def _write(self, record: dict) -> None:
         record.setdefault("time", time.time())
-        line = redact(_dumps(record), self._secrets)
-        client_redact = getattr(self.agent.llmclient, "redact", None)  # the profiles' keys
-        if client_redact is not None:
-            line = client_redact(line)
         f = self._file
-        f.write(line + "\n")
+        f.write(self.redact(_dumps(record)) + "\n")
         f.flush()
 
     def write(self, record: dict) -> None:
         """Write one record now (also used for notes like model switches)."""
+        self._guard(lambda: self._write_now(dict(record)))
+
+    def _write_now(self, record: dict) -> None:
         self._open()
         self._flush_stream()
-        self._write(dict(record))
+        self._write(record)
 
     def __call__(self, event: dict) -> None:
         kind = event.get("type")
@@ -158,8 +247,7 @@ class Journal:
             if delta is not None:
                 record[key] = delta
         if len(record) > 1:
-            self._open()
-            self._write(record)
+            self._guard(lambda: (self._open(), self._write(record)))
 
     def seed(self, data: dict) -> None:
         """Record a conversation loaded from a file (``--history``) as this session's start."""
@@ -171,10 +259,17 @@ class Journal:
         self._working = _dumps(data.get("working") or {})
 
     def close(self) -> None:
-        if self._file is not None:
-            self._flush_stream()
-            self._file.close()
-            self._file = None
+        if self._file is not None and not self.closed:
+            self._guard(self._flush_stream)
+            file, self._file = self._file, None
+            try:
+                file.close()
+            except OSError as e:  # buffered bytes a full disk would not take
+                if not self.failed:
+                    log.warning("cannot finish the session journal %s: %s", self.path, e)
+        self.closed = True
+        if self.lock is not None:
+            self.lock.release()
 
 
 # ---- reading ---------------------------------------------------------------------------
@@ -196,6 +291,7 @@ class SessionState:
     history_info: list = field(default_factory=list)
     working: dict = field(default_factory=dict)
     torn: list[int] = field(default_factory=list)  # line numbers that could not be read
+    lock: SessionLock | None = field(default=None, repr=False, compare=False)
 
     @property
     def summary(self) -> str:
@@ -251,6 +347,19 @@ def load_session(path: str | Path) -> SessionState:
     if state.torn:
         log.warning("session %s: skipped unreadable line(s) %s (cut off by a crash?)",
                     state.id, ", ".join(map(str, state.torn)))
+    return state
+
+
+def claim_session(path: str | Path) -> SessionState:
+    """Lock a saved session for writing (``SessionBusy`` when another process has it), then
+    load it: what is loaded is what the journal holds, and it stays ours until closed."""
+    lock = SessionLock(Path(path))
+    try:
+        lock.acquire()
+    except OSError:  # a home that cannot be written: the journal tries again and reports it
+        lock = None
+    state = load_session(path)
+    state.lock = lock
     return state
 
 

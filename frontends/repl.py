@@ -196,7 +196,7 @@ class Repl:
         self.say(f"exported to {export_history(self.session.agent, path)}")
 
     def cmd_resume(self, arg: str) -> None:
-        from .journal import list_sessions, load_session
+        from .journal import claim_session, list_sessions
 
         recent = [s for s in list_sessions(self.session.home)
                   if s.id != self.session.id][:RECENT_SESSIONS]
@@ -213,7 +213,7 @@ class Repl:
         if chosen is None:
             self.say("nothing resumed")
             return
-        state = load_session(chosen.path)
+        state = claim_session(chosen.path)
         self.session.resume(state)
         self.say(f"resumed session {state.id}: {len(state.history)} messages, "
                  f"key_info: {(state.working.get('key_info') or '-')[:60]}")

@@ -20,9 +20,9 @@ from .console import ESTIMATE_MARK
 from .journal import (
     Journal,
     SessionState,
+    claim_session,
     find_session,
     latest_for_cwd,
-    load_session,
     session_matches,
 )
 
@@ -36,6 +36,7 @@ LIMIT_MESSAGES = {  # why a limit ended the task (exit 4), naming the option tha
 HISTORY_KEYS = {"history": list, "history_info": list, "working": dict}
 MATCHES_SHOWN = 5  # an ambiguous session prefix lists this many matches
 TICK_SECONDS = 0.2  # how often a waiting front end looks at control files (task mode)
+WORKER_GONE = "the agent's worker stopped without ending the task"
 
 
 def exit_code(end: dict) -> int:
@@ -76,21 +77,27 @@ def load_tools(args: Any, home: Path) -> Any:
     return api
 
 
-def make_agent(args: Any, home: Path, client: Any, api: Any) -> Any:
-    """The agent a run (or ``ga tools``) uses: config ``agent:`` settings, plugins, flags."""
+def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = None) -> Any:
+    """The agent a run (or ``ga tools``) uses: config ``agent:`` and ``tools:`` settings,
+    plugins, flags, and the run's one redactor (built from the config when not given)."""
     from ga import USER_TOOLS, GenericAgent, Settings
-    from llmcore.config import open_config
+    from llmcore.config import open_config, tools_settings
+    from llmcore.secrets import EnvPolicy, Redactor
 
     from .plugins import handler_with_plugins
 
     cfg = open_config(args.config, home)
     settings = Settings.from_dict(cfg.agent, cfg.path)
+    tools = tools_settings(cfg)
+    env_policy = EnvPolicy.from_config(cfg)
     disabled = dict.fromkeys(USER_TOOLS, "--no-user-tools") if args.no_user_tools else {}
     return GenericAgent(client, home=home, cwd=work_dir(args),
                         max_turns=getattr(args, "max_turns", 100), verbose=args.verbose,
                         handler_cls=handler_with_plugins(api), disabled_tools=disabled,
                         hooks=api.hooks, task_dir=getattr(args, "task_dir", None),
-                        settings=settings)
+                        settings=settings, env_policy=env_policy,
+                        redactor=redactor or Redactor.from_config(cfg, env_policy),
+                        max_calls_per_turn=tools.max_calls_per_turn)
 
 
 class TokenBudget:
@@ -165,14 +172,18 @@ class Session:
 
     def drain(self, events: queue.Queue, render: Callable[[dict], None],
               tick: Callable[[], None] | None = None) -> dict:
-        """Render events until ``task_end`` and return it; ``tick`` runs while waiting."""
+        """Render events until ``task_end`` and return it; ``tick`` runs while waiting.
+        A worker that is gone without one ends the task as FAILED: nothing waits forever."""
         while True:
             try:
                 event = events.get(timeout=TICK_SECONDS)
             except queue.Empty:
                 if tick is not None:
                     tick()
-                continue
+                if self._worker is None or self._worker.is_alive() or not events.empty():
+                    continue
+                event = {"type": "task_end", "result": "FAILED", "turns": 0,
+                         "text": WORKER_GONE, "error": WORKER_GONE, "model_error": False}
             render(event)
             if event.get("type") == "task_end":
                 return event
@@ -275,7 +286,8 @@ def export_history(agent: Any, path: str | Path) -> Path:
 
 
 def resolve_resume(home: Path, resume: str | None, cont: bool, cwd: Path) -> SessionState | None:
-    """The session named by ``--resume ID`` / ``--resume`` (latest) / ``--continue``."""
+    """The session named by ``--resume ID`` / ``--resume`` (latest) / ``--continue``, locked
+    for this process (``SessionBusy`` when another one has it open)."""
     if resume is None and not cont:
         return None
     if cont:
@@ -291,7 +303,7 @@ def resolve_resume(home: Path, resume: str | None, cont: bool, cwd: Path) -> Ses
         if not found:
             raise ConfigError(None, "--resume", "no saved sessions yet")
         path = found[0].path
-    return load_session(path)
+    return claim_session(path)
 
 
 def session_path(home: Path, session_id: str, field: str) -> Path:
@@ -327,5 +339,9 @@ def report_end(session: Session, end: dict, answer_hint: bool = True) -> int:
 
 def print_session_id(session: Session, out: Any = None) -> None:
     out = out or sys.stderr
+    if session.journal.failed:
+        print(f"ga: session {session.id} was not saved: its journal could not be written",
+              file=out)
+        return
     print(f"ga: session {session.id} (continue with: {session.command} --resume {session.id})",
           file=out)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_loop import cut_middle
+from llmcore.secrets import Redactor, home_redactor
 
 from .console import ESTIMATE_MARK
 from .journal import list_sessions, load_session, read_events
@@ -21,10 +22,11 @@ PROMPT_CHARS = 60
 
 
 def run(action: str, args: Any, home: Path) -> int:
-    if action == "show":
-        return show_session(home, args.id, args.verbose)
-    if action == "export":
-        return export_session(home, args.id, args.file)
+    if action in ("show", "export"):  # stored text goes out again: keys masked once more
+        redact = home_redactor(home, getattr(args, "config", None))
+        if action == "show":
+            return show_session(home, args.id, args.verbose, redact)
+        return export_session(home, args.id, args.file, redact)
     states = list_sessions(home)[: args.limit]
     if args.json:
         for s in states:
@@ -60,13 +62,15 @@ def print_sessions(states: list) -> None:
     Console(highlight=False, width=PIPED_WIDTH if piped else None).print(table)
 
 
-def show_session(home: Path, session_id: str, verbose: bool = False) -> int:
+def show_session(home: Path, session_id: str, verbose: bool = False,
+                 redact: Redactor | None = None) -> int:
     """The session as a transcript: prompts, replies, tool lines with their outcomes."""
     from .console import TextRenderer
 
     path = session_path(home, session_id, "id")
     render = TextRenderer(out=sys.stdout, verbose=verbose)
     for record in read_events(path):
+        record = redact.data(record) if redact else record
         kind = record.get("type")
         if kind in ("session_start", "session_resume"):
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.get("time") or 0))
@@ -95,11 +99,13 @@ def show_session(home: Path, session_id: str, verbose: bool = False) -> int:
     return 0
 
 
-def export_session(home: Path, session_id: str, target: str | None) -> int:
+def export_session(home: Path, session_id: str, target: str | None,
+                   redact: Redactor | None = None) -> int:
     state = load_session(session_path(home, session_id, "id"))
     data = {"history": state.history, "history_info": state.history_info,
             "working": state.working}
     text = json.dumps(data, ensure_ascii=False, indent=1, default=str)
+    text = redact(text) if redact else text
     if target:
         from tools.fsutil import atomic_write
 

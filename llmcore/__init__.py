@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 from .base import Client, ConfigError, LLMError, LLMResponse, ThinkingChunk, ToolCall, Usage
 
@@ -37,11 +38,12 @@ def load_class(kind: str) -> type:
 
 
 def make_client(model: str | None = None, *, config_path: str | None = None,
-                home: str | Path | None = None) -> Client:
+                home: str | Path | None = None, redactor: Any = None) -> Client:
     """Build the client for ``-m MODEL``: a profile name, ``provider:model`` or ``scripted:PATH``.
 
     No model: the config's ``default``, else ``$GA_MODEL``. Config file: ``config_path``,
-    else ``$GA_CONFIG``, else ``<home>/config.yaml``.
+    else ``$GA_CONFIG``, else ``<home>/config.yaml``. ``redactor`` (``llmcore.secrets``)
+    masks keys in the client's logs and errors; by default one is built from the config.
     """
     from .config import home_dir, open_config, select
     from .session import LLMSession
@@ -52,4 +54,4 @@ def make_client(model: str | None = None, *, config_path: str | None = None,
         client = load_class("scripted")(profile.script, name=profile.name)
         client.config = cfg
         return client
-    return LLMSession(cfg, profile, home_dir(home), load_class)
+    return LLMSession(cfg, profile, home_dir(home), load_class, redactor)

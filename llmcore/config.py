@@ -23,6 +23,7 @@ DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
                    "openai-responses": "OPENAI_API_KEY"}
 DEFAULT_BASE_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL",
                     "openai-responses": "OPENAI_BASE_URL"}
+MAX_CALLS_PER_TURN = 32  # tool calls of one reply that run; the rest get an error result
 
 
 @dataclass
@@ -126,6 +127,34 @@ class Config:
             known = ", ".join(self.profiles) or "none"
             raise ConfigError(self.path, "model", f"unknown profile {name!r}; known: {known}")
         return self.profiles[name]
+
+
+@dataclass(frozen=True)
+class ToolsSettings:
+    """The ``tools:`` section (SPEC §4): what children inherit, how many calls a reply runs."""
+
+    env_keep: tuple[str, ...] = ()
+    env_drop: tuple[str, ...] = ()
+    max_calls_per_turn: int = MAX_CALLS_PER_TURN
+
+
+def tools_settings(cfg: Config) -> ToolsSettings:
+    """The validated ``tools:`` section; an unknown key or a bad value is a ConfigError."""
+    known = [f.name for f in dataclasses.fields(ToolsSettings)]
+    values: dict[str, Any] = {}
+    for key, value in cfg.tools.items():
+        where = f"tools.{key}"
+        if key not in known:
+            raise ConfigError(cfg.path, where, f"unknown setting; known: {', '.join(known)}")
+        if key == "max_calls_per_turn":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(cfg.path, where, f"must be a whole number >= 1, got {value!r}")
+        elif not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(cfg.path, where, "must be a list of variable names")
+        else:
+            value = tuple(value)
+        values[key] = value
+    return ToolsSettings(**values)
 
 
 def config_file(config_path: str | None, home: str | Path | None) -> Path:

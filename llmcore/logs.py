@@ -1,14 +1,18 @@
-"""A readable per-session log of prompts and responses, with API keys redacted."""
+"""A readable per-session log of prompts and responses, with API keys redacted; and
+``Failures``, which reports a failing write into the home once and lets the caller go on."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 from .base import LLMResponse
-from .secrets import redact
+
+log = logging.getLogger("ga.llm")
 
 
 def _block_text(b: dict) -> str:
@@ -27,11 +31,12 @@ class SessionLog:
     """Appends to ``<home>/logs/llm-<session id>.log`` (``llm-<time>-<pid>.log`` until the
     session id is set); the file opens on each write."""
 
-    def __init__(self, log_dir: Path, secrets: list[str | None]):
+    def __init__(self, log_dir: Path, redact: Callable[[str], str]):
         self.log_dir = log_dir
         self.session_id: str | None = None
         self._fallback = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-        self.secrets = secrets
+        self.redact = redact
+        self.failed = False
         self._system_logged: str | None = None
 
     @property
@@ -39,12 +44,16 @@ class SessionLog:
         return self.log_dir / f"llm-{self.session_id or self._fallback}.log"
 
     def _write(self, text: str) -> None:
+        if self.failed:
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as f:
-                f.write(redact(text, self.secrets))
-        except OSError:
-            return  # a log that cannot be written must never stop the agent
+                f.write(self.redact(text))
+        except OSError as e:  # a log that cannot be written must never stop the agent
+            self.failed = True
+            log.warning("cannot write the model log %s (%s); going on without it",
+                        self.path, e.strerror or e)
 
     def request(self, label: str, system: str | None, new: list[dict]) -> None:
         parts = [f"\n===== {time.strftime('%H:%M:%S')} request → {label} =====\n"]
@@ -69,3 +78,28 @@ class SessionLog:
 
     def note(self, text: str) -> None:
         self._write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
+
+
+class Failures:
+    """Writes the runtime may lose (SPEC §4 "The home can fail"): the first failure of each
+    kind is reported on stderr (the ``ga`` logger), later ones are quiet."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def report(self, what: str, error: BaseException) -> None:
+        if what in self.seen:
+            return
+        self.seen.add(what)
+        reason = getattr(error, "strerror", None) or error
+        logging.getLogger("ga").warning("%s failed (%s: %s); going on without it", what,
+                                        type(error).__name__, reason)
+
+    def attempt(self, what: str, write: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
+        """Run ``write``; False (reported once) when it fails with an OSError."""
+        try:
+            write(*args, **kwargs)
+        except OSError as e:
+            self.report(what, e)
+            return False
+        return True

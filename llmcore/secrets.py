@@ -1,33 +1,168 @@
-"""Secrets: masking known keys and key-shaped strings, finding them in stored text, and
-the environment values that look like keys."""
+"""Secrets, in one place: the redactor every writer uses and the environment policy every
+child process gets (SPEC §4 "Tool safety rules").
+
+``Redactor`` masks every key of every configured profile, the values of secret-named
+environment variables and key-shaped strings. ``EnvPolicy`` gives a child the runtime's
+environment minus secret-named variables. Both are built once from the config by the
+composition root (``from_config``) and handed to the writers and tools.
+``find_secrets`` / ``redact_secrets`` detect secret-looking strings in stored text (lint, L4).
+"""
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from .config import Config
 
 MASK = "***"
-MIN_SECRET_LEN = 6
+MIN_SECRET_LEN = 6  # a configured key shorter than this is not a secret worth masking
+SECRET_MIN_CHARS = 8  # an environment value shorter than this is not treated as a secret
+SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
+SDK_KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 # key shapes redacted even when we do not know the key (e.g. echoed by a server)
 _KEY_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{12,}|sk-ant-[A-Za-z0-9_\-]{8,})")
 
 
-def redact(text: str, secrets: Iterable[str | None]) -> str:
-    for secret in secrets:
-        if secret and len(secret) >= MIN_SECRET_LEN:
-            text = text.replace(secret, MASK)
-    return _KEY_RE.sub(MASK, text)
+class EnvPolicy:
+    """Which environment variables a child process inherits: all but the secret ones.
+
+    Secret: a name matching ``*KEY*``, ``*SECRET*``, ``*TOKEN*``, ``*PASSWORD*``,
+    ``*CREDENTIAL*`` (any case), an SDK key variable, or a name in ``drop`` (every profile's
+    ``api_key_env`` and ``tools.env_drop``). Names in ``keep`` (``tools.env_keep``) pass.
+    """
+
+    def __init__(self, drop: Iterable[str] = (), keep: Iterable[str] = ()) -> None:
+        self.drop = frozenset(drop) | frozenset(SDK_KEY_VARS)
+        self.keep = frozenset(keep)
+
+    @classmethod
+    def from_config(cls, cfg: Config | None) -> EnvPolicy:
+        if cfg is None:
+            return cls()
+        from .config import tools_settings
+
+        tools = tools_settings(cfg)
+        named = {p.api_key_env for p in cfg.profiles.values() if p.api_key_env}
+        return cls(drop=named | set(tools.env_drop), keep=tools.env_keep)
+
+    def is_secret(self, name: str) -> bool:
+        """True for a variable whose value must be masked (``keep`` does not change that)."""
+        return name in self.drop or SECRET_NAME.search(name) is not None
+
+    def child_env(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment for a child: ``environ`` (default: ours) minus the secrets."""
+        env = os.environ if environ is None else environ
+        return {k: v for k, v in env.items() if k in self.keep or not self.is_secret(k)}
 
 
-SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
-SECRET_MIN_CHARS = 8
+class Redactor:
+    """Masks known secrets and key-shaped strings; ``redactor(text)`` is the masked text."""
+
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        known = {s for s in secrets if s and len(s) >= MIN_SECRET_LEN}
+        self.secrets = sorted(known, key=len, reverse=True)
+        alternatives = [re.escape(s) for s in self.secrets] + [_KEY_RE.pattern]
+        self._re = re.compile("|".join(alternatives))
+        self._prefixes = {s[:n] for s in self.secrets for n in range(1, len(s))}
+        self.longest = len(self.secrets[0]) if self.secrets else 0
+
+    @classmethod
+    def from_config(cls, cfg: Config | None, policy: EnvPolicy | None = None,
+                    environ: Mapping[str, str] | None = None) -> Redactor:
+        """Every profile's key (``api_key``, or the variable ``api_key_env`` names) and the
+        value of every secret-named variable in ``environ`` (default: ours)."""
+        env = os.environ if environ is None else environ
+        policy = policy or EnvPolicy.from_config(cfg)
+        values = [v for k, v in env.items() if policy.is_secret(k) and len(v) >= SECRET_MIN_CHARS]
+        for prof in (cfg.profiles.values() if cfg is not None else ()):
+            values += [prof.api_key, env.get(prof.api_key_env or "")]
+        return cls(values)
+
+    def __call__(self, text: str) -> str:
+        return self._re.sub(MASK, text) if text else text
+
+    def data(self, value: Any) -> Any:
+        """``value`` with every string inside it (dict values, list items) masked."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {k: self.data(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.data(v) for v in value]
+        return value
+
+    def lines(self, text: str) -> list[int]:
+        """Line numbers (1-based) where a known secret occurs."""
+        if not self.secrets:
+            return []
+        known = re.compile("|".join(re.escape(s) for s in self.secrets))
+        return sorted({text.count("\n", 0, m.start()) + 1 for m in known.finditer(text)})
+
+    def held(self, text: str) -> int:
+        """Length of the longest tail of ``text`` that could be the start of a secret."""
+        for i in range(max(0, len(text) - self.longest + 1), len(text)):
+            if text[i:] in self._prefixes:
+                return len(text) - i
+        return 0
+
+    def stream(self) -> StreamRedactor:
+        return StreamRedactor(self)
 
 
-def env_secrets() -> list[str]:
-    """Values of environment variables that look like keys; never written to a journal."""
-    return sorted((v for k, v in os.environ.items()
-                   if SECRET_ENV.search(k) and len(v) >= SECRET_MIN_CHARS), key=len, reverse=True)
+class StreamRedactor:
+    """Masks a text that arrives in pieces: a tail that may begin a secret is held back
+    until the next piece shows whether it is one."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+        self.pending = ""
+
+    def feed(self, piece: str) -> str:
+        text = self.redactor(self.pending + piece)
+        keep = self.redactor.held(text)
+        self.pending = text[len(text) - keep:] if keep else ""
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        text, self.pending = self.pending, ""
+        return self.redactor(text)
+
+
+class EventRedactor:
+    """Masks a stream of event dicts: the text of ``streamed`` kinds (type -> field) through
+    a ``StreamRedactor`` each, every other event whole. A held-back tail comes out as its
+    own event before the next event of another kind."""
+
+    def __init__(self, redactor: Redactor, streamed: Mapping[str, str]) -> None:
+        self.redactor = redactor
+        self.streamed = dict(streamed)
+        self._streams: dict[str, StreamRedactor] = {}
+
+    def __call__(self, event: dict) -> list[dict]:
+        kind = event.get("type")
+        out = []
+        for other in [k for k in self._streams if k != kind]:
+            rest = self._streams.pop(other).flush()
+            if rest:
+                out.append({"type": other, self.streamed[other]: rest})
+        if kind not in self.streamed:
+            return out + [self.redactor.data(event)]
+        field = self.streamed[kind]
+        stream = self._streams.setdefault(kind, self.redactor.stream())
+        shown = stream.feed(str(event.get(field, "")))
+        return out + ([dict(event, **{field: shown})] if shown else [])
+
+
+def home_redactor(home: str | Path | None, config_path: str | None = None) -> Redactor:
+    """The redactor of a run or a command: the keys of the config ga reads (``config_path``,
+    else ``$GA_CONFIG``, else the home's) and the secret-named environment values."""
+    from .config import open_config
+
+    return Redactor.from_config(open_config(config_path, home))
 
 
 REDACTED = "[REDACTED]"
@@ -41,8 +176,8 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
     ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
     ("assigned secret", re.compile(
-        r"(?i)\b(?:api[_-]?key|secret|token|passw(?:or)?d)\b['\"]?\s*[:=]\s*['\"]?"
-        r"(?=[^\s'\"]*\d)[A-Za-z0-9_\-./+=]{16,}")),
+        r"(?i)(?:\b|_)(?:api[_-]?key|secret|token|passw(?:or)?d|credentials?)\b['\"]?\s*[:=]\s*"
+        r"['\"]?(?=[^\s'\"]*\d)[A-Za-z0-9_\-./+=]{16,}")),
 )
 
 

@@ -26,9 +26,10 @@ from .base import (
 )
 from .config import Config, Profile, coerce, resolve_key
 from .history import CHARS_PER_TOKEN, repair, trim
-from .logs import SessionLog, redact
+from .logs import SessionLog
 from .provider import Deadline, Request, estimate_usage
 from .retry import Aborted, ProviderFailure, TurnBudget, classify, retrying
+from .secrets import Redactor
 from .textmode import ToolPrompt, parse_calls, render_history
 
 log = logging.getLogger("ga.llm")
@@ -39,8 +40,9 @@ class LLMSession:
     """A chat client for one profile (or a ``mixin`` list of profiles, with failover)."""
 
     def __init__(self, config: Config, profile: Profile, home: Path,
-                 provider_class: Callable[[str], type]):
+                 provider_class: Callable[[str], type], redactor: Redactor | None = None):
         self.config = config
+        self.redact = redactor or Redactor.from_config(config)
         self._provider_class = provider_class  # kind -> provider class (llmcore.PROVIDERS)
         self.history: list[dict] = []
         self.system: str | None = None
@@ -53,7 +55,7 @@ class LLMSession:
         self._failed_at = 0.0
         self._turn = 0
         self._set_members(profile)
-        self.log = SessionLog(home / "logs", self._secrets)
+        self.log = SessionLog(home / "logs", self.redact)
 
     # ----- identity and switching -------------------------------------------------
     def _set_members(self, profile: Profile) -> None:
@@ -63,8 +65,6 @@ class LLMSession:
         self.spring_back = profile.spring_back
         self.max_turn_attempts = profile.max_turn_attempts
         self._keys = {m.name: resolve_key(m, self.config.path) for m in self.members}
-        self._secrets = getattr(self, "_secrets", [])
-        self._secrets.extend(k for k in self._keys.values() if k)
         self.active = 0
         self._providers.clear()
 
@@ -106,13 +106,9 @@ class LLMSession:
     def _move_to(self, index: int, reason: str) -> None:
         old = self.name
         self.active = index
-        log.warning("switching model %s -> %s (%s)", old, self.name, redact(reason, self._secrets))
+        log.warning("switching model %s -> %s (%s)", old, self.name, self.redact(reason))
         self.log.note(f"model switch {old} -> {self.name}: {reason}")
         self._event({"type": "model_switch", "from": old, "to": self.name, "reason": reason})
-
-    def redact(self, text: str) -> str:
-        """``text`` with every key this session knows (and key-shaped strings) masked."""
-        return redact(text, self._secrets)
 
     def _event(self, event: dict) -> None:
         if self.on_event is not None:
@@ -207,7 +203,7 @@ class LLMSession:
                     forced = True
                     log.warning("%s: context too long; trimming history and retrying", self.name)
                     continue
-                msg = redact(fail.describe(), self._secrets)
+                msg = self.redact(fail.describe())
                 if fail.status in (401, 403):
                     msg = f"authentication failed (check the API key): {msg}"
                 raise LLMError(self._label(), fail.status, msg) from None
@@ -231,7 +227,7 @@ class LLMSession:
         fail = exc.failure if isinstance(exc, ProviderFailure) else None
         wait = state.next_action.sleep if state.next_action else 0
         status = fail.status if fail else "error"
-        message = redact(fail.describe(hint=False) if fail else str(exc), self._secrets)
+        message = self.redact(fail.describe(hint=False) if fail else str(exc))
         log.warning("%s: %s: %s; retry %d in %.1fs", self.name, status, message,
                     state.attempt_number, wait)
         self.log.note(f"error: {self.name}: {status}: {message}; retry {state.attempt_number}")

@@ -16,7 +16,7 @@ import re
 import time
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from llmcore.secrets import redact_secrets
 from tools.fsutil import atomic_write, file_lock
@@ -122,11 +122,13 @@ def first_prompt(events: list[Any]) -> str:
     return ""
 
 
-def render_session(session_id: str, events: list[Any], day: date) -> str:
+def render_session(session_id: str, events: list[Any], day: date,
+                   redact: Callable[[str], str] | None = None) -> str:
     lines = [f"# Session {session_id} ({day.isoformat()})"]
     for ev in normalize(events):
         lines.extend(_render_event(ev))
-    return redact_secrets("\n".join(lines).strip() + "\n")
+    text = "\n".join(lines).strip() + "\n"
+    return redact_secrets(redact(text) if redact else text)
 
 
 def _read_index(path: Path) -> list[str]:
@@ -142,13 +144,17 @@ def _index_id(line: str) -> str:
 
 
 def archive_session(l4_dir: Path, session_id: str, events: list[dict], *,
-                    keep: int = L4_MAX_SESSIONS, today: date | None = None) -> Path:
-    """Write ``<l4_dir>/<id>.md``, update the index, prune beyond ``keep`` sessions."""
+                    keep: int = L4_MAX_SESSIONS, today: date | None = None,
+                    redact: Callable[[str], str] | None = None) -> Path:
+    """Write ``<l4_dir>/<id>.md``, update the index, prune beyond ``keep`` sessions.
+    ``redact`` (the runtime's redactor) masks known keys; key shapes are always masked."""
     day = today or date.today()
     sid = safe_id(session_id)
     path = l4_dir / f"{sid}.md"
-    atomic_write(path, render_session(sid, events, day))
-    words = " ".join(redact_secrets(first_prompt(events)).split()[:INDEX_PROMPT_WORDS])
+    atomic_write(path, render_session(sid, events, day, redact))
+    prompt = first_prompt(events)
+    words = " ".join(redact_secrets(redact(prompt) if redact else prompt).split()
+                     [:INDEX_PROMPT_WORDS])
     index_path = l4_dir / INDEX_NAME
     with file_lock(index_path):
         lines = [ln for ln in _read_index(index_path) if _index_id(ln) != sid]
@@ -208,9 +214,10 @@ def prune_raw_logs(log_dir: Path, keep: int = RAW_LOGS_KEEP) -> list[Path]:
 
 
 def archive_to_l4(store: MemoryStore, session_id: str, events: list[dict],
-                  today: date | None = None) -> Path:
+                  today: date | None = None, redact: Callable[[str], str] | None = None) -> Path:
     """Compress a finished session into the store's ``L4_raw_sessions/`` (one file per
     session), and prune the raw provider logs beyond their retention limit."""
-    path = archive_session(store.l4_dir, session_id, events, keep=store.l4_keep, today=today)
+    path = archive_session(store.l4_dir, session_id, events, keep=store.l4_keep, today=today,
+                           redact=redact)
     prune_raw_logs(store.home / "logs")
     return path

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llmcore.secrets import home_redactor
+
 from .lint import lint_store
 from .store import MemoryStore
 
@@ -38,8 +40,8 @@ def _sops(store: MemoryStore) -> int:
     return EXIT_OK
 
 
-def _lint(store: MemoryStore, fix: bool) -> int:
-    problems = lint_store(store, fix=fix)
+def _lint(store: MemoryStore, fix: bool, config_path: str | None) -> int:
+    problems = lint_store(store, fix=fix, redactor=home_redactor(store.home, config_path))
     for p in problems:
         print(str(p))
     fixed = sum(p.fixed for p in problems)
@@ -54,14 +56,16 @@ def _lint(store: MemoryStore, fix: bool) -> int:
     return EXIT_PROBLEMS if left else EXIT_OK
 
 
-def memory_command(action: str, home: Path, fix: bool = False) -> int:
+def memory_command(action: str, home: Path, fix: bool = False,
+                   config_path: str | None = None) -> int:
     """Run ``ga memory ACTION`` (show, sops, lint, path); returns the exit code (lint: 0
-    clean, 1 problems left). Only ``lint --fix`` writes."""
+    clean, 1 problems left). Only ``lint --fix`` writes. Lint also looks for the keys of
+    the config (``config_path``, else the usual one) and of the environment."""
     store = MemoryStore(home)
     if action == "sops":
         return _sops(store)
     if action == "lint":
-        return _lint(store, fix)
+        return _lint(store, fix, config_path)
     if action == "path":
         print(str(store.dir))
         return EXIT_OK

@@ -1,11 +1,11 @@
 """``ga memory lint``: deterministic checks that the memory layers still fit together.
 
 Rules: L1 points only at files that exist; every L3 SOP is indexed in L1; L1 stays within
-``L1_MAX_LINES``; L2 has no duplicated entries; no secret-looking string in any layer; no
-temp file left by an interrupted write. ``fix=True`` repairs the mechanical ones (dangling
-L1 pointers removed, missing index entries added, duplicate L2 lines removed, missing L1/L2
-re-seeded, stale temp files removed); the others need a person: they are reported with
-``fixed=False``.
+``L1_MAX_LINES``; L2 has no duplicated entries; no secret-looking string and no key the
+runtime knows (``redactor``: config and environment) in any layer, L4 included; no temp file
+left by an interrupted write. ``fix=True`` repairs the mechanical ones (dangling L1 pointers
+removed, missing index entries added, duplicate L2 lines removed, missing L1/L2 re-seeded,
+stale temp files removed); the others need a person: they are reported with ``fixed=False``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmcore.secrets import find_secrets
+from llmcore.secrets import Redactor, find_secrets
 from tools.fsutil import TEMP_SUFFIX, atomic_write, is_temp_name
 
 from .store import MemoryStore
@@ -156,14 +156,18 @@ def _scanned_files(mem: Path) -> list[Path]:
                   if p.is_file() and p.suffix in SCANNED_SUFFIXES and not p.name.startswith("."))
 
 
-def _check_secrets(store: MemoryStore) -> list[LintProblem]:
+def _check_secrets(store: MemoryStore, redactor: Redactor | None) -> list[LintProblem]:
     problems = []
     for path in _scanned_files(store.dir):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        for no, kind in find_secrets(text):
+        hits = find_secrets(text)
+        shaped = {no for no, _kind in hits}
+        hits += [(no, "a key from your config or environment")
+                 for no in (redactor.lines(text) if redactor else []) if no not in shaped]
+        for no, kind in sorted(hits):
             problems.append(LintProblem(
                 path, no, f"secret-looking string ({kind}): remove it and rotate the key"))
     return problems
@@ -193,13 +197,15 @@ def _check_temp_files(store: MemoryStore, fix: bool) -> list[LintProblem]:
     return problems
 
 
-def lint_store(store: MemoryStore, fix: bool = False) -> list[LintProblem]:
-    """Run every rule; with ``fix`` repair the mechanical problems in place."""
+def lint_store(store: MemoryStore, fix: bool = False,
+               redactor: Redactor | None = None) -> list[LintProblem]:
+    """Run every rule; with ``fix`` repair the mechanical problems in place. ``redactor``
+    knows the keys of the config and the environment, reported wherever they appear."""
     problems = _check_present(store, fix)
     if not store.dir.is_dir():
         return problems
     problems += _check_l1(store, fix)
     problems += _check_l2(store, fix)
-    problems += _check_secrets(store)
+    problems += _check_secrets(store, redactor)
     problems += _check_temp_files(store, fix)
     return problems

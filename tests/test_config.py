@@ -168,8 +168,9 @@ def test_provider_model_without_a_key_names_the_variable_not_a_config_field():
 
 def test_session_log_is_named_after_the_session_once_known(tmp_path):
     from llmcore.logs import SessionLog
+    from llmcore.secrets import Redactor
 
-    log = SessionLog(tmp_path, [])
+    log = SessionLog(tmp_path, Redactor())
     assert log.path.name.startswith("llm-") and log.path.parent == tmp_path
     log.session_id = "20260101-120000-abcd"
     log.note("hello")

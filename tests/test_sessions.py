@@ -14,7 +14,14 @@ from pathlib import Path
 import yaml
 
 from frontends.cli import main
-from frontends.journal import Journal, find_session, latest_for_cwd, list_sessions, load_session
+from frontends.journal import (
+    Journal,
+    claim_session,
+    find_session,
+    latest_for_cwd,
+    list_sessions,
+    load_session,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_SECONDS = 30
@@ -70,6 +77,35 @@ def test_resume_restores_history_and_key_info(home, tmp_path, capsys):
     assert "target is port 8042" in second_user["content"][0]["text"]
     assert "[USER] first" in state.history_info and "[USER] second" in state.history_info
     assert state.tasks == 2
+
+
+def test_a_session_open_in_another_process_is_refused_not_overwritten(home, tmp_path, capsys):
+    assert main(["-m", script(tmp_path, [CHECKPOINT, {"text": "first done"}]), "first"]) == 0
+    path = only_session(home)
+    before = path.read_text()
+    held = claim_session(path)  # as a running `ga --resume` holds it
+    second = script(tmp_path, [{"text": "second done"}], "two.yaml")
+    capsys.readouterr()
+    assert main(["-m", second, "--resume", path.stem, "second"]) == 2
+    err = capsys.readouterr().err
+    assert f"session {path.stem} is open in process {os.getpid()}" in err
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, str(ROOT / "ga.py"), "-m", second, "--continue",
+                           "second"], capture_output=True, text=True, timeout=WAIT_SECONDS,
+                          env=env)
+    assert proc.returncode == 2 and f"open in process {os.getpid()}" in proc.stderr
+    assert path.read_text() == before
+    held.lock.release()
+    assert main(["-m", second, "--resume", path.stem, "second"]) == 0
+    assert load_session(path).tasks == 2
+
+
+def test_a_lock_left_by_a_dead_process_does_not_block_resume(home, tmp_path, capsys):
+    assert main(["-m", script(tmp_path, [{"text": "first done"}]), "first"]) == 0
+    path = only_session(home)
+    path.with_suffix(".lock").write_text("999999\n")  # its holder is gone: no flock on it
+    assert main(["-m", script(tmp_path, [{"text": "again"}], "two.yaml"), "--resume",
+                 path.stem, "second"]) == 0
 
 
 def test_continue_picks_the_latest_session_of_this_cwd(home, tmp_path, capsys):
@@ -128,6 +164,7 @@ def test_sessions_command_lists_id_model_prompt_turns_tokens(home, tmp_path, cap
 
 def test_journal_never_contains_an_api_key(home, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SOME_API_KEY", "sk-very-secret-value-123")
+    (home / "config.yaml").write_text("tools: {env_keep: [SOME_API_KEY]}\n")  # child sees it
     model = script(tmp_path, [{"tool_calls": [{"name": "code_run", "args": {
         "type": "bash", "script": "echo $SOME_API_KEY"}}]}, {"text": "done"}])
     assert main(["-m", model, "show env"]) == 0

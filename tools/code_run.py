@@ -1,6 +1,7 @@
 """Run a python / bash / powershell snippet as a child process, streaming its output live.
 
-The child gets its own process group, a UTF-8 environment and ``/dev/null`` as stdin.
+The child gets its own process group, a UTF-8 environment without the runtime's secrets
+(``llmcore.secrets.EnvPolicy``) and ``/dev/null`` as stdin.
 A reader thread does blocking reads of the merged stdout+stderr pipe and a waiter thread
 blocks on the exit; both feed one queue, so output reaches the caller as soon as it is
 written and nothing sleeps in a polling loop. Timeout and abort kill the whole group.
@@ -20,9 +21,10 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from pathlib import Path
 
+from llmcore.secrets import EnvPolicy
 from tools import ToolError
 
 MIN_TIMEOUT = 1
@@ -73,9 +75,11 @@ def code_run(
     abort: threading.Event | None = None,
     max_output: int = MAX_OUTPUT_CHARS,
     max_live: int = MAX_LIVE_CHARS,
+    env: Mapping[str, str] | None = None,
 ) -> Generator[str, None, dict]:
     """Run ``code``; yield its output live; return status, exit code and truncated stdout.
 
+    ``env`` is the child's environment (default: ours without secret-named variables).
     ``exit_code`` is None when the run was killed (status ``timeout``, which also gives the
     ``timeout`` in seconds, or ``aborted``).
     """
@@ -84,7 +88,7 @@ def code_run(
     workdir = _workdir(cwd)
     argv, script = _command(code, kind)
     try:
-        child = _Child(argv, workdir, abort)
+        child = _Child(argv, workdir, abort, _child_env(env))
     except OSError as e:
         _remove(script)
         raise ToolError(f"cannot start {kind}: {e}") from e
@@ -143,8 +147,8 @@ def _remove(script: Path | None) -> None:
         script.unlink(missing_ok=True)
 
 
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
+def _child_env(base: Mapping[str, str] | None) -> dict[str, str]:
+    env = dict(base) if base is not None else EnvPolicy().child_env()
     env["PYTHONIOENCODING"] = "utf-8"
     env["PYTHONUTF8"] = "1"
     env.setdefault("LANG", "C.UTF-8")
@@ -161,12 +165,13 @@ def _group_kwargs() -> dict:
 class _Child:
     """A started child with its reader, waiter and (optional) abort-watcher threads."""
 
-    def __init__(self, argv: list[str], cwd: str, abort: threading.Event | None) -> None:
+    def __init__(self, argv: list[str], cwd: str, abort: threading.Event | None,
+                 env: dict[str, str]) -> None:
         self.events: queue.Queue = queue.Queue(maxsize=QUEUE_CHUNKS)
         self.done = threading.Event()
         self.exited = threading.Event()
         self.proc = subprocess.Popen(
-            argv, cwd=cwd, env=_child_env(), stdin=subprocess.DEVNULL,
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **_group_kwargs(),
         )
         self._start(self._read)
