@@ -187,7 +187,8 @@ class Journal:
         if self._file is not None:
             return self._file
         if self.lock is None:
-            self.lock = SessionLock(self.path).acquire()
+            self.lock = SessionLock(self.path)  # kept first: close() releases a half-taken one
+            self.lock.acquire()
         torn = not ends_with_newline(self.path)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
         if torn:
