@@ -67,7 +67,11 @@ class Redactor:
         self.secrets = sorted(known, key=len, reverse=True)
         alternatives = [re.escape(s) for s in self.secrets] + [_KEY_RE.pattern]
         self._re = re.compile("|".join(alternatives))
-        self._prefixes = {s[:n] for s in self.secrets for n in range(1, len(s))}
+        self._by_first: dict[str, list[str]] = {}
+        for secret in self.secrets:
+            self._by_first.setdefault(secret[0], []).append(secret)
+        self._first = re.compile("[" + "".join(map(re.escape, self._by_first)) + "]"
+                                 if self.secrets else r"(?!)")
         self.longest = len(self.secrets[0]) if self.secrets else 0
 
     @classmethod
@@ -104,9 +108,10 @@ class Redactor:
 
     def held(self, text: str) -> int:
         """Length of the longest tail of ``text`` that could be the start of a secret."""
-        for i in range(max(0, len(text) - self.longest + 1), len(text)):
-            if text[i:] in self._prefixes:
-                return len(text) - i
+        for first in self._first.finditer(text, max(0, len(text) - self.longest + 1)):
+            tail = text[first.start():]  # the leftmost candidate is the longest tail
+            if any(s.startswith(tail) for s in self._by_first[first.group()]):
+                return len(tail)
         return 0
 
     def stream(self) -> StreamRedactor:
@@ -152,7 +157,7 @@ class EventRedactor:
         if kind not in self.streamed:
             return out + [self.redactor.data(event)]
         field = self.streamed[kind]
-        stream = self._streams.setdefault(kind, self.redactor.stream())
+        stream = self._streams.get(kind) or self._streams.setdefault(kind, self.redactor.stream())
         shown = stream.feed(str(event.get(field, "")))
         return out + ([dict(event, **{field: shown})] if shown else [])
 

@@ -119,6 +119,10 @@ def test_stream_redaction_holds_back_a_split_key():
     assert shown == f"my key is {MASK} ok" and pieces[0] == "my key is "
     stream = redact.stream()
     assert stream.feed("key-of") == "" and stream.flush() == "key-of"  # not a key after all
+    pem = "-----BEGIN KEY-----" + "Z" * 5000  # a long secret held in a variable
+    stream = Redactor([pem]).stream()
+    pieces = [stream.feed(pem[i:i + 700]) for i in range(0, len(pem), 700)]
+    assert "".join(pieces) + stream.feed(" end") + stream.flush() == f"{MASK} end"
 
 
 def test_tool_results_to_the_model_never_carry_another_vendors_key(config, home):
