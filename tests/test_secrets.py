@@ -94,6 +94,8 @@ def test_tools_section_is_checked(home, tmp_path, capsys, tools, field):
     (home / "config.yaml").write_text(yaml.safe_dump({"tools": tools}))
     assert main(["-m", script(tmp_path, [{"text": "x"}]), "go"]) == 2
     assert field in capsys.readouterr().err
+    assert main(["config", "check"]) == 2
+    assert field in capsys.readouterr().err
 
 
 def test_tools_section_defaults():
@@ -171,15 +173,19 @@ def test_the_model_log_masks_every_profiles_key(home, llm_server):
     assert KEY_B not in logs[0].read_text()
 
 
-def test_sessions_export_masks_keys_in_an_old_journal(config, home, capsys):
+def test_sessions_export_and_show_mask_keys_in_an_old_journal(config, home, capsys):
     sessions = home / "sessions"
     sessions.mkdir()
     (sessions / "old.jsonl").write_text(json.dumps({"type": "state", "history": {
         "from": 0, "items": [{"role": "user", "content": [
-            {"type": "text", "text": f"key {KEY_B}"}]}]}}) + "\n")
+            {"type": "text", "text": f"key {KEY_B}"}]}]}}) + "\n"
+        + json.dumps({"type": "text", "text": f"the reply shows {KEY_B}"}) + "\n")
     assert main(["sessions", "export", "old"]) == 0
     out = capsys.readouterr().out
     assert "key ***" in out and KEY_B not in out
+    assert main(["sessions", "show", "old"]) == 0
+    out = capsys.readouterr().out
+    assert "the reply shows ***" in out and KEY_B not in out
 
 
 # ---- memory lint finds keys in every layer ---------------------------------------------
