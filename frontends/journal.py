@@ -6,9 +6,10 @@ the working memory and the changes to ``history_info`` and the provider history,
 ``load_session`` can rebuild everything ``--resume`` needs. A line torn by a killed process
 is skipped and reported. Every line goes through the agent's redactor.
 
-One process writes a journal at a time: a ``SessionLock`` (``<id>.lock`` beside it) is held
-while it is open, so a second ``ga --resume ID`` is refused instead of losing turns. A journal
-that cannot be written (disk full, read-only home) is reported once; the task goes on.
+One process writes a journal at a time: a ``SessionLock`` (``<id>.lock`` beside it, see
+``session_lock``) is held while it is open, so a second ``ga --resume ID`` is refused instead
+of losing turns. A journal that cannot be written (disk full, read-only home) is reported
+once; the task goes on.
 """
 
 from __future__ import annotations
@@ -22,14 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from llmcore.base import ConfigError
 from llmcore.secrets import Redactor
 from memory.archive import new_session_id
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no advisory lock
-    fcntl = None  # type: ignore[assignment]
+from .session_lock import SessionLock
 
 log = logging.getLogger("ga.session")
 
@@ -38,8 +35,6 @@ STREAM_EVENTS = ("text", "thinking")
 SKIPPED_EVENTS = ("progress",)
 STATE_AFTER = ("turn", "tool_result", "task_end")
 PROMPT_PREVIEW_CHARS = 60
-LOCK_SUFFIX = ".lock"
-PID_CHARS = 32
 
 
 def sessions_dir(home: str | Path) -> Path:
@@ -86,66 +81,6 @@ def apply_delta(items: list, delta: dict | None) -> list:
         return items
     start = min(int(delta.get("from", 0)), len(items))
     return items[:start] + list(delta.get("items") or [])
-
-
-class SessionBusy(ConfigError):
-    """The session is open in another process."""
-
-    def __init__(self, session_id: str, pid: str) -> None:
-        super().__init__(None, None, f"session {session_id} is open in process {pid}; wait for "
-                                     "it to end (or stop it), or start a new session")
-
-
-class SessionLock:
-    """An exclusive claim on one session's journal, held while this process writes it.
-
-    ``flock`` on ``<id>.lock`` (released by the system if the process dies), holding our pid
-    so a refused second process can name the first. No lock where ``fcntl`` is missing.
-    """
-
-    def __init__(self, journal_path: Path) -> None:
-        self.path = journal_path.with_suffix(LOCK_SUFFIX)
-        self.session_id = journal_path.stem
-        self._fd: int | None = None
-
-    def acquire(self) -> SessionLock:
-        """Take the lock or raise ``SessionBusy``; OSError when the home cannot be written."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if fcntl is None:
-            return self
-        while self._fd is None:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                pid = os.pread(fd, PID_CHARS, 0).decode(errors="replace").strip() or "?"
-                os.close(fd)
-                raise SessionBusy(self.session_id, pid) from None
-            if _same_file(fd, self.path):  # else a releasing process removed it: try again
-                self._fd = fd
-            else:
-                os.close(fd)
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
-        return self
-
-    def release(self) -> None:
-        if self._fd is None:
-            return
-        try:
-            self.path.unlink(missing_ok=True)
-        finally:
-            os.close(self._fd)
-            self._fd = None
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    here = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino)
 
 
 class Journal:
