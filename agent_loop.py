@@ -28,6 +28,7 @@ COMPACT_PATH_CHARS = 60  # a longer path is cut in the middle on the tool line
 CLEAN_CODE_MAX_LINES = 6
 CLEAN_CODE_PREVIEW_LINES = 5
 BAD_JSON_PREVIEW_CHARS = 200
+RESERVED_TOOLS = ("no_tool",)  # the runtime runs these itself; a model call is unknown
 MAX_CALLS_PER_TURN = 32  # tool calls of one reply that run; the rest get an error result
 TOO_MANY_CALLS = ("[Error] not run: a reply may make at most {n} tool calls and yours made "
                   "{total}. Send the remaining calls in your next reply.")
@@ -100,6 +101,16 @@ def error_outcome(msg: str, next_prompt: str = "\n") -> StepOutcome:
     return StepOutcome({"status": "error", "msg": msg}, next_prompt=next_prompt)
 
 
+def _as_progress(gen: Generator[str, None, Any]) -> Generator[dict, None, Any]:
+    """Relay a tool's yielded text as ``progress`` events; return what it returns."""
+    while True:
+        try:
+            progress = next(gen)
+        except StopIteration as stop:
+            return stop.value
+        yield {"type": "progress", "text": str(progress)}
+
+
 def _run_maybe_generator(ret: Any) -> Generator[str, None, Any]:
     if hasattr(ret, "__next__") and hasattr(ret, "send"):
         ret = yield from ret
@@ -155,7 +166,7 @@ class BaseHandler:
 
 def _parse_calls(response) -> list[dict]:
     if not response.tool_calls:
-        return [{"tool_name": "no_tool", "args": {}, "id": ""}]
+        return [{"tool_name": "no_tool", "args": {}, "id": "", "internal": True}]
     calls = []
     for tc in response.tool_calls:
         name, raw = tc.function.name, tc.function.arguments or "{}"
@@ -168,7 +179,8 @@ def _parse_calls(response) -> list[dict]:
             calls.append({"tool_name": "bad_json", "id": tc.id,
                           "args": {"name": name, "raw": raw, "error": error}})
         else:
-            calls.append({"tool_name": name, "args": args, "id": tc.id})
+            calls.append({"tool_name": name, "args": args, "id": tc.id,
+                          "reserved": name in RESERVED_TOOLS})
     return calls
 
 
@@ -191,18 +203,15 @@ def _result_text(data: Any) -> str:
 
 def _run_one(handler, response, call: dict, index: int, tool_num: int,
              redact: Callable[[str], str] | None) -> Generator[dict, None, StepOutcome]:
-    name, call_id = call["tool_name"], call["id"]
-    if name != "no_tool":
+    name, call_id, internal = call["tool_name"], call["id"], call.get("internal", False)
+    if not internal:
         yield {"type": "tool_call", "name": name, "args": dict(call["args"]), "id": call_id}
-    gen = handler.dispatch(name, call["args"], response, index=index, tool_num=tool_num)
-    while True:
-        try:
-            progress = next(gen)
-        except StopIteration as stop:
-            outcome = stop.value
-            break
-        yield {"type": "progress", "text": str(progress)}
-    if name != "no_tool":
+    if call.get("reserved"):  # the runtime's own no_tool is not the model's to call
+        outcome = error_outcome(f"unknown tool {name}", next_prompt=f"unknown tool {name}")
+    else:
+        gen = handler.dispatch(name, call["args"], response, index=index, tool_num=tool_num)
+        outcome = yield from _as_progress(gen)
+    if not internal:
         outcome.data = tool_output(outcome.data, redact)
         yield {"type": "tool_result", "name": name, "id": call_id, "data": outcome.data}
     return outcome
@@ -215,7 +224,7 @@ def _run_calls(handler, response, calls, max_calls: int = MAX_CALLS_PER_TURN,
     exit_reason: dict = {}
     run = calls[:max_calls]
     for i, call in enumerate(run):
-        name, call_id = call["tool_name"], call["id"]
+        call_id = call["id"]
         outcome = yield from _run_one(handler, response, call, i, len(run), redact)
         if outcome.should_exit:
             exit_reason = {"result": "EXITED", "data": outcome.data}
@@ -223,7 +232,7 @@ def _run_calls(handler, response, calls, max_calls: int = MAX_CALLS_PER_TURN,
         if not outcome.next_prompt:
             exit_reason = {"result": "CURRENT_TASK_DONE", "data": outcome.data}
             break
-        if outcome.data is not None and name != "no_tool":
+        if outcome.data is not None and not call.get("internal"):
             text = tool_output(_result_text(outcome.data), redact)  # str() of other objects
             tool_results.append({"tool_use_id": call_id, "content": text})
         if outcome.next_prompt not in next_prompts:

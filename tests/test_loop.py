@@ -86,6 +86,15 @@ def test_unknown_tool_is_reported_and_loop_goes_on():
     assert "unknown tool nope" in msg["tool_results"][0]["content"]
 
 
+def test_a_model_call_to_the_internal_no_tool_is_an_unknown_tool():
+    script = [{"text": "<summary>end</summary>", "tool_calls": [{"name": "no_tool", "args": {}}]},
+              {"text": "ok"}]
+    result, events, client, _ = drive(script)
+    assert len(client.calls) == 2  # the call did not end the task
+    assert "unknown tool no_tool" in client.calls[1]["messages"][0]["tool_results"][0]["content"]
+    assert result == {"result": "CURRENT_TASK_DONE", "data": "ok"}
+
+
 def test_invalid_json_arguments_become_bad_json():
     script = [{"tool_calls": [{"name": "echo", "raw_args": '{"text": "hi"'}]}, {"text": "ok"}]
     result, events, client, handler = drive(script)
