@@ -296,7 +296,8 @@ def agent_runner_loop(client, system_prompt: str, user_input: str, handler, tool
         hooks.fire("turn_after", ctx)
         if handler.exit_request:
             break
-        messages = [{"role": "user", "content": next_prompt, "tool_results": tool_results}]
+        content = redact(next_prompt) if redact else next_prompt  # a tool may put data here
+        messages = [{"role": "user", "content": content, "tool_results": tool_results}]
     if handler.exit_request:
         exit_reason = handler.exit_request
     elif exit_reason and response is not None:

@@ -12,7 +12,7 @@ from llm_server import llm_server, write_config
 
 import llmcore
 from frontends.cli import main
-from ga import GenericAgent
+from ga import GenericAgent, GenericAgentHandler, StepOutcome
 from llmcore.base import ConfigError
 from llmcore.config import Config, load_config, tools_settings
 from llmcore.scripted import ScriptedClient
@@ -137,6 +137,20 @@ def test_tool_results_to_the_model_never_carry_another_vendors_key(config, home)
     assert "api_key" in sent and MASK in sent
     for key in (KEY_A, KEY_B, VENDOR_KEY):
         assert key not in sent and key not in json.dumps(events)
+
+
+def test_a_next_prompt_from_a_tool_never_carries_a_key(config, home):
+    class Leaky(GenericAgentHandler):
+        def do_peek(self, args, response):
+            return StepOutcome({"ok": 1}, next_prompt=f"the other key is {KEY_B}")
+            yield
+
+    client = ScriptedClient([{"tool_calls": [{"name": "peek", "args": {}}]}, {"text": "done"}])
+    client.config = load_config(config, required=True)
+    agent = GenericAgent(client, home=home, cwd=Path.cwd(), handler_cls=Leaky)
+    list(agent.run_task("peek"))
+    sent = client.calls[1]["messages"][0]["content"]
+    assert "the other key is" in sent and KEY_B not in sent
 
 
 def test_every_writer_masks_a_key_of_a_profile_that_is_not_active(config, home, tmp_path,
