@@ -25,12 +25,19 @@ from .base import (
     response_to_blocks,
 )
 from .config import Config, Profile, coerce, resolve_key
-from .history import CHARS_PER_TOKEN, repair, trim
+from .history import (
+    CHARS_PER_TOKEN,
+    MessageMemo,
+    message_chars,
+    repair,
+    retire_working_memory,
+    trim,
+)
 from .logs import SessionLog
 from .provider import Deadline, Request, estimate_usage
 from .retry import Aborted, ProviderFailure, TurnBudget, classify, retrying
 from .secrets import Redactor
-from .textmode import ToolPrompt, parse_calls, render_history
+from .textmode import ToolPrompt, parse_calls, render_message
 
 log = logging.getLogger("ga.llm")
 FORCED_TRIM_FACTOR = 0.5  # after a context-length error, trim to this share of the budget
@@ -52,6 +59,8 @@ class LLMSession:
         self._providers: dict[str, Any] = {}
         self._overrides: dict[str, Any] = {}
         self._tool_prompt = ToolPrompt()
+        self._size = MessageMemo(message_chars)  # per message, computed once
+        self._as_text = MessageMemo(render_message)  # text tool mode's form of a message
         self._failed_at = 0.0
         self._turn = 0
         self._set_members(profile)
@@ -136,7 +145,7 @@ class LLMSession:
         if system is not None:
             self.system = system
         self._maybe_spring_back()
-        self.history.extend(new)
+        self.history = retire_working_memory([*self.history, *new])
         if self.profile.tool_mode == "text":
             self._add_tool_list(tools)
         self.log.request(f"{self.name} ({self.model})", system, new)
@@ -244,11 +253,14 @@ class LLMSession:
             budget = int(budget * FORCED_TRIM_FACTOR)
         # the window holds the system prompt and the tool list too
         budget -= len(system or "") + (len(json.dumps(tools, ensure_ascii=False)) if tools else 0)
-        self.history = trim(repair(self.history), max(budget, 0), prof.trim_keep_prefix)
+        self.history = trim(repair(self.history), max(budget, 0), prof.trim_keep_prefix,
+                            self._size)
+        self._size.keep_only(self.history)
         if prof.tool_mode == "text":
             if self._tool_prompt.last_sent is None:
                 self._add_tool_list(tools)
-            return Request(system, render_history(self.history), None, prof)
+            self._as_text.keep_only(self.history)
+            return Request(system, [self._as_text(m) for m in self.history], None, prof)
         return Request(system, self.history, tools or None, prof)
 
     def _add_tool_list(self, tools: list[dict] | None) -> None:
@@ -256,8 +268,9 @@ class LLMSession:
         if last is None or last["role"] != "user":
             return
         text = self._tool_prompt.for_turn(tools)
-        if text:
-            last["content"].append({"type": "text", "text": text})
+        if text:  # a new message object: history messages are never changed in place
+            block = {"type": "text", "text": text}
+            self.history = [*self.history[:-1], {**last, "content": [*last["content"], block]}]
 
     def _attempt(self, req: Request, tools: list[dict] | None) -> ChatStream:
         provider = self._provider()

@@ -102,16 +102,17 @@ def _call(obj: dict, call_id: str) -> ToolCall:
 
 
 def render_history(messages: list[dict]) -> list[dict]:
-    """Canonical history as plain text turns: tool calls and results written as tags."""
-    out = []
-    for m in messages:
-        blocks = []
-        has_text_calls = any(b["type"] == "text" and _TAG_RE.search(b["text"])
-                             for b in m["content"])
-        for b in m["content"]:
-            blocks.extend(_render_block(b, has_text_calls))
-        out.append({"role": m["role"], "content": blocks or [{"type": "text", "text": "…"}]})
-    return out
+    """Canonical history as plain text turns."""
+    return [render_message(m) for m in messages]
+
+
+def render_message(m: dict) -> dict:
+    """One canonical message as a plain text turn: tool calls and results written as tags."""
+    blocks = []
+    has_text_calls = any(b["type"] == "text" and _TAG_RE.search(b["text"]) for b in m["content"])
+    for b in m["content"]:
+        blocks.extend(_render_block(b, has_text_calls))
+    return {"role": m["role"], "content": blocks or [{"type": "text", "text": "…"}]}
 
 
 def _render_block(b: dict, has_text_calls: bool) -> list[dict]:

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from llmcore.history import MISSING_RESULT, history_chars, repair, trim
+import copy
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmcore.history import (
+    MISSING_RESULT,
+    SQUEEZE_HEAD,
+    history_chars,
+    repair,
+    retire_working_memory,
+    squeeze_message,
+    trim,
+)
 
 
 def user(*blocks):
@@ -44,10 +57,17 @@ def test_orphan_result_becomes_text_and_duplicates_are_dropped():
     assert "stray" in blocks[1]["text"]
 
 
-def test_duplicate_tool_use_ids_are_dropped():
-    out = repair([user(text("go")), bot(use("a")), user(result("a")), bot(use("a")),
-                  user(text("x"))])
-    assert sum(b["type"] == "tool_use" for m in out for b in m["content"]) == 1
+def test_repeated_tool_call_ids_are_renamed_with_their_results():
+    # some servers number calls per reply ("call_0" every turn): each call keeps its result
+    out = repair([user(text("go")), bot(use("a")), user(result("a", "one")), bot(use("a")),
+                  user(result("a", "two"), text("x")), bot(use("a"), use("a")),
+                  user(result("a", "three"), result("a", "four"))])
+    calls = [b["id"] for m in out for b in m["content"] if b["type"] == "tool_use"]
+    assert len(calls) == len(set(calls)) == 4
+    answers = {b["tool_use_id"]: b["content"] for m in out for b in m["content"]
+               if b["type"] == "tool_result"}
+    assert [answers[c] for c in calls] == ["one", "two", "three", "four"]
+    assert repair(out) == out
 
 
 def test_empty_text_removed_roles_merged_first_is_user():
@@ -100,3 +120,115 @@ def test_trim_keep_prefix_keeps_the_first_messages():
 def test_trim_is_a_no_op_under_budget():
     msgs = long_history(3, 10)
     assert trim(msgs, 10**6) is msgs
+
+
+# ---- the newest exchange, at any budget -------------------------------------------------
+def _check_pairs(out):
+    """Every call answered by its own result block in the next message; no stray results."""
+    assert out and out[0]["role"] == "user"
+    assert all(a["role"] != b["role"] for a, b in zip(out, out[1:], strict=False))
+    for i, m in enumerate(out):
+        asked = [b["id"] for b in out[i - 1]["content"] if b["type"] == "tool_use"] if i else []
+        answered = [b["tool_use_id"] for b in m["content"] if b["type"] == "tool_result"]
+        if m["role"] == "user":
+            assert answered == asked
+
+
+turn_shape = st.tuples(
+    st.integers(0, 3),  # tool calls in the reply
+    st.sampled_from(["a", "b", "c", None]),  # a call id the server repeats (None: unique)
+    st.integers(0, 5000),  # size of each tool output
+    st.booleans(),  # a result went missing
+    st.booleans(),  # the reply carries thinking
+)
+
+
+def history_from(shapes):
+    msgs = [user(text("the task"))]
+    for n, (calls, repeat, size, lose, think) in enumerate(shapes):
+        ids = [repeat or f"t{n}_{k}" for k in range(calls)]
+        reply = ([{"type": "thinking", "thinking": "z" * 200}] if think else []) + [
+            text(f"<summary>turn {n}</summary>"), *[use(i) for i in ids]]
+        msgs.append(bot(*reply))
+        results = [result(i, f"{n}:" + "o" * size) for i in ids[: len(ids) - lose]]
+        msgs.append(user(*results, text(f"<history>{'h' * 300}</history> turn {n}")))
+    return msgs
+
+
+@settings(max_examples=300, deadline=None)
+@given(shapes=st.lists(turn_shape, min_size=1, max_size=12), share=st.floats(0, 1.2),
+       keep_prefix=st.integers(0, 3))
+def test_trimmed_history_answers_every_tool_call_with_its_own_result(shapes, share, keep_prefix):
+    msgs = repair(history_from(shapes))
+    before = copy.deepcopy(msgs)
+    budget = int(history_chars(msgs) * share)
+    out = trim(msgs, budget, keep_prefix)
+    assert msgs == before  # the input is left as it was
+    _check_pairs(out)
+    # the newest exchange is all there: the last reply's calls, each with its result block
+    newest_calls = [b for b in msgs[-2]["content"] if b["type"] == "tool_use"]
+    assert [b["id"] for b in out[-2]["content"] if b["type"] == "tool_use"] == [
+        b["id"] for b in newest_calls]
+    sent = {b["tool_use_id"]: b["content"] for b in out[-1]["content"]
+            if b["type"] == "tool_result"}
+    for b in msgs[-1]["content"]:
+        if b["type"] == "tool_result":  # whole, or squeezed to its head and tail
+            assert sent[b["tool_use_id"]][:SQUEEZE_HEAD] == b["content"][:SQUEEZE_HEAD]
+    assert not any("[tool result]" in b.get("text", "") for b in out[-1]["content"])
+    if history_chars(out) > budget:  # over only when the newest exchange alone is too big
+        assert len(out) <= keep_prefix + 3
+
+
+def test_newest_tool_call_is_kept_with_its_result_when_it_alone_is_over_budget():
+    msgs = repair([user(text("go")), bot(use("old")), user(result("old", "o" * 100)),
+                   bot(text("reading"), use("new")), user(result("new", "n" * 20000))])
+    out = trim(msgs, 2000)
+    assert out[-2]["content"] == [text("reading"), use("new")]
+    assert out[-1]["content"][0]["type"] == "tool_result"
+    assert out[-1]["content"][0]["tool_use_id"] == "new"
+    assert "squeezed" in out[-1]["content"][0]["content"]
+    assert history_chars(out) <= 2000
+
+
+def test_squeezing_is_idempotent_so_squeezed_turns_stay_a_stable_prefix():
+    msgs = long_history(6, 3000)
+    once = [squeeze_message(m) for m in msgs]
+    assert [squeeze_message(m) for m in once] == once
+    assert all(squeeze_message(a) is a for a in once)
+
+
+def test_repair_keeps_valid_messages_as_the_same_objects():
+    msgs = long_history(5, 100)
+    out = repair(msgs)
+    assert len(out) == len(msgs) and all(a is b for a, b in zip(out, msgs, strict=True))
+
+
+def test_trim_works_in_rare_big_steps_keeping_squeezed_turns():
+    """Turns are appended as a session does; the history is only rewritten when over budget,
+    and a squeeze keeps every turn squeezed before as the very same message."""
+    budget, hist, rewrites, drops = 60000, [user(text("task"))], 0, 0
+    for n in range(80):
+        hist = [*hist, bot(text(f"<summary>{n}</summary>"), use(f"t{n}")),
+                user(result(f"t{n}", "x" * 8000), text(f"<key_info>k{n}</key_info>"))]
+        out = trim(hist, budget)
+        assert history_chars(out) <= budget
+        if out is not hist:
+            rewrites += 1
+            old_squeezed = [m for m in hist if squeeze_message(m) is m]
+            kept = [m for m in out if any(m is o for o in old_squeezed)]
+            drops += len(kept) < len(old_squeezed)
+        hist = out
+    assert 5 <= rewrites <= 80 // 3  # one rewrite per several turns, not per turn
+    assert drops < rewrites / 2
+    assert hist[-1]["content"][-1] == text("<key_info>k79</key_info>")
+
+
+def test_working_memory_rides_only_in_the_newest_user_message():
+    wm = "### [WORKING MEMORY]\n<history>\nstep 1\n</history>\n<key_info>K</key_info>"
+    msgs = [user(text("go")), bot(use("a")), user(result("a"), text(wm)), bot(use("b")),
+            user(result("b"), text(wm))]
+    out = retire_working_memory(msgs)
+    assert out[2]["content"] == [result("a"), text(
+        "### [WORKING MEMORY]\n<history>(squeezed)</history>\n<key_info>(squeezed)</key_info>")]
+    assert out[4] is msgs[4] and out[0] is msgs[0]
+    assert retire_working_memory(out) is out  # already retired: nothing changes
