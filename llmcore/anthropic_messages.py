@@ -6,20 +6,37 @@ from typing import Any, Iterator
 
 import anthropic
 import httpx2
+from anthropic.types import Message, RawMessageStreamEvent
 
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
-from .provider import Events, Request, close_stream, result_text, sdk_options, tool_input_json
+from .history import MessageMemo
+from .provider import (
+    Events,
+    Request,
+    close_stream,
+    compact,
+    json_body,
+    result_text,
+    sdk_options,
+    tool_input_json,
+)
 from .retry import BadResponse, StreamFailure
 
 STOP = {"stop_sequence": "end_turn", "model_context_window_exceeded": "max_tokens",
         "pause_turn": "end_turn"}
 EFFORT = {"minimal": "low"}  # our reasoning_effort values → Anthropic effort levels
 CACHE = {"type": "ephemeral"}
-CACHED_USER_MESSAGES = 2
+PATH = "/v1/messages"
 
 
 class AnthropicMessages:
-    """One streamed Messages call per ``stream``."""
+    """One streamed Messages call per ``stream``.
+
+    The body is built here, each message's wire form once (``MessageMemo``), and sent through
+    the SDK's lower-level ``post`` with the path, errors and stream types ``create`` uses.
+    Cache markers sit on the stable prefix: the system prompt, the tool list, and the newest
+    block that later requests will repeat unchanged (see ``cache_point``).
+    """
 
     errors: tuple[type[BaseException], ...] = (anthropic.APIError, httpx2.TransportError,
                                                httpx2.StreamError, BadResponse, StreamFailure)
@@ -30,14 +47,24 @@ class AnthropicMessages:
             opts["base_url"] = opts["base_url"].rstrip("/")[: -len("/v1")]
         self.client = anthropic.Anthropic(**opts)
         self._current: Any = None
+        self._wire = MessageMemo(lambda m: _compact_message(m["role"], _blocks(m)))
 
     def cancel(self) -> None:
         close_stream(self._current)
 
+    def body(self, req: Request) -> bytes:
+        items = [self._wire(m) for m in req.messages]
+        point = cache_point(req.messages)
+        if point is not None:
+            i, block = point
+            items[i] = _compact_message(req.messages[i]["role"], _blocks(req.messages[i]), block)
+        self._wire.keep_only(req.messages)
+        return json_body(self.params(req), "messages", items)
+
     def params(self, req: Request) -> dict[str, Any]:
+        """Everything of the body but the messages."""
         prof = req.profile
-        kw: dict[str, Any] = {"model": prof.model, "max_tokens": prof.max_tokens,
-                              "messages": to_messages(req.messages), "stream": True}
+        kw: dict[str, Any] = {"model": prof.model, "max_tokens": prof.max_tokens, "stream": True}
         if req.system:
             kw["system"] = [{"type": "text", "text": req.system, "cache_control": CACHE}]
         if req.tools:
@@ -45,6 +72,7 @@ class AnthropicMessages:
                             "description": t["function"].get("description", ""),
                             "input_schema": t["function"].get("parameters") or {"type": "object"}}
                            for t in req.tools]
+            kw["tools"][-1]["cache_control"] = CACHE
         thinking = _thinking(prof)
         if thinking:
             kw["thinking"] = thinking
@@ -56,7 +84,9 @@ class AnthropicMessages:
         return kw
 
     def stream(self, req: Request, resp: LLMResponse) -> Iterator[str]:
-        self._current = self.client.messages.create(**self.params(req))
+        self._current = self.client.post(PATH, cast_to=Message, content=self.body(req),
+                                         stream=True,
+                                         stream_cls=anthropic.Stream[RawMessageStreamEvent])
         events = Events(self._current)
         state = _State()
         try:
@@ -133,15 +163,34 @@ def _delta(block: dict, delta: Any) -> Iterator[str]:
         block["json"].append(delta.partial_json)
 
 
-def to_messages(messages: list[dict]) -> list[dict]:
-    """Canonical history → Messages API, cache markers on the last two user messages."""
-    out = [{"role": m["role"], "content": [c for b in m["content"] if (c := _block(b))]}
-           for m in messages]
-    out = [m for m in out if m["content"]]
-    users = [m for m in out if m["role"] == "user"][-CACHED_USER_MESSAGES:]
-    for m in users:
-        m["content"][-1] = {**m["content"][-1], "cache_control": CACHE}
-    return out
+def cache_point(messages: list[dict]) -> tuple[int, int] | None:
+    """(message, wire block) for the history's cache marker: the last tool result of the
+    newest user message (its text, the working memory, changes next turn), else the last
+    block of the message before it. A later request repeats everything up to it, so the
+    cache written here is read back then."""
+    if not messages:
+        return None
+    i = len(messages) - 1
+    blocks = _blocks(messages[i])
+    results = [n for n, b in enumerate(blocks) if b["type"] == "tool_result"]
+    if messages[i]["role"] == "user" and results:
+        return i, results[-1]
+    if i == 0 or not _blocks(messages[i - 1]):
+        return None
+    return i - 1, len(_blocks(messages[i - 1])) - 1
+
+
+def _blocks(m: dict) -> list[dict]:
+    return [c for b in m["content"] if (c := _block(b))]
+
+
+def _compact_message(role: str, blocks: list[dict], marked: int | None = None) -> str:
+    if not blocks:
+        return ""
+    if marked is not None:
+        blocks = [*blocks[:marked], {**blocks[marked], "cache_control": CACHE},
+                  *blocks[marked + 1:]]
+    return compact({"role": role, "content": blocks})
 
 
 def _block(b: dict) -> dict | None:

@@ -8,14 +8,18 @@ from typing import Any, Iterator
 
 import httpx2
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
+from .history import MessageMemo
 from .provider import (
     Events,
     Request,
     close_stream,
+    compact,
     is_reasoning_model,
     joined_text,
+    json_body,
     result_text,
     sdk_options,
     tool_input_json,
@@ -32,6 +36,8 @@ TEMPERATURE_RULES = (
     (re.compile(r"glm|minimax|abab"), "unit"),
 )
 MIN_UNIT_TEMPERATURE = 0.01
+# what the SDK's typed create() sends with every call besides the body
+REQUEST_OPTIONS: dict[str, Any] = {"security": {"bearer_auth": True}}
 
 
 def adjust_temperature(model: str, temperature: float | None) -> float | None:
@@ -51,22 +57,48 @@ def adjust_temperature(model: str, temperature: float | None) -> float | None:
 
 
 class OpenAIChat:
-    """One streamed Chat Completions call per ``stream``."""
+    """One streamed Chat Completions call per ``stream``.
+
+    The body is built here, each message's wire form once (``MessageMemo``), and sent through
+    the SDK's lower-level ``post`` with the path, auth, errors and stream types ``create``
+    uses: ``create`` would re-walk the whole history through its param transform every call.
+    """
 
     errors: tuple[type[BaseException], ...] = (openai.APIError, httpx2.TransportError,
                                                httpx2.StreamError, BadResponse, StreamFailure)
+    path = "/chat/completions"
+    items_key = "messages"
 
     def __init__(self, profile: Any, api_key: str | None):
         self.client = openai.OpenAI(**sdk_options(profile, api_key, openai))
         self._current: Any = None
+        self._send_reasoning = bool(profile.base_url)  # DeepSeek & co. want it back
+        self._wire = MessageMemo(self.wire_message)
 
     def cancel(self) -> None:
         close_stream(self._current)
 
+    def wire_message(self, m: dict) -> str:
+        """One canonical message as serialised wire items (comma-joined)."""
+        return ",".join(compact(w) for w in wire_messages(m, self._send_reasoning))
+
+    def system_items(self, req: Request) -> list[str]:
+        return [compact({"role": "system", "content": req.system})] if req.system else []
+
+    def body(self, req: Request) -> bytes:
+        items = self.system_items(req) + [self._wire(m) for m in req.messages]
+        self._wire.keep_only(req.messages)
+        return json_body(self.params(req), self.items_key, items)
+
+    def post(self, req: Request, cast_to: type, stream_cls: type) -> Any:
+        return self.client.post(self.path, cast_to=cast_to, content=self.body(req),
+                                stream=True, stream_cls=stream_cls, options=REQUEST_OPTIONS)
+
     def params(self, req: Request) -> dict[str, Any]:
+        """Everything of the body but the messages."""
         prof = req.profile
-        kw: dict[str, Any] = {"model": prof.model, "messages": to_messages(req),
-                              "stream": True, "stream_options": {"include_usage": True}}
+        kw: dict[str, Any] = {"model": prof.model, "stream": True,
+                              "stream_options": {"include_usage": True}}
         if req.tools:
             kw["tools"] = req.tools
         reasoning = is_reasoning_model(prof.model)
@@ -80,7 +112,7 @@ class OpenAIChat:
         return kw
 
     def stream(self, req: Request, resp: LLMResponse) -> Iterator[str]:
-        self._current = self.client.chat.completions.create(**self.params(req))
+        self._current = self.post(req, ChatCompletion, openai.Stream[ChatCompletionChunk])
         events = Events(self._current)
         calls: dict[int, dict[str, Any]] = {}
         finished = False
@@ -136,22 +168,16 @@ def _usage(u: Any) -> Usage:
     return Usage(input=u.prompt_tokens or 0, cached=cached, output=u.completion_tokens or 0)
 
 
-def to_messages(req: Request) -> list[dict[str, Any]]:
-    """Canonical history → Chat Completions messages."""
-    out: list[dict[str, Any]] = []
-    if req.system:
-        out.append({"role": "system", "content": req.system})
-    send_reasoning = bool(req.profile.base_url)
-    for m in req.messages:
-        if m["role"] == "user":
-            out.extend({"role": "tool", "tool_call_id": b["tool_use_id"],
-                        "content": result_text(b)}
-                       for b in m["content"] if b["type"] == "tool_result")
-            text = joined_text(m["content"])
-            if text:
-                out.append({"role": "user", "content": text})
-            continue
-        out.append(_assistant(m["content"], send_reasoning))
+def wire_messages(m: dict, send_reasoning: bool) -> list[dict[str, Any]]:
+    """One canonical message → Chat Completions messages (tool results are their own)."""
+    if m["role"] == "assistant":
+        return [_assistant(m["content"], send_reasoning)]
+    out: list[dict[str, Any]] = [{"role": "tool", "tool_call_id": b["tool_use_id"],
+                                  "content": result_text(b)}
+                                 for b in m["content"] if b["type"] == "tool_result"]
+    text = joined_text(m["content"])
+    if text:
+        out.append({"role": "user", "content": text})
     return out
 
 

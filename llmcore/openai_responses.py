@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+import openai
+from openai.types.responses import Response, ResponseStreamEvent
+
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
 from .openai_chat import OpenAIChat, adjust_temperature
 from .provider import (
     Events,
     Request,
+    compact,
     is_reasoning_model,
     joined_text,
     result_text,
@@ -22,12 +26,21 @@ THINKING_EVENTS = ("response.reasoning_summary_text.delta", "response.reasoning_
 
 class OpenAIResponses(OpenAIChat):
     """One streamed Responses call per ``stream`` (stateless: full input each time).
-    The SDK client, errors and cancelling are those of Chat Completions."""
+    The SDK client, errors, cancelling and body building are those of Chat Completions."""
+
+    path = "/responses"
+    items_key = "input"
+
+    def wire_message(self, m: dict) -> str:
+        return ",".join(compact(item) for item in input_items(m))
+
+    def system_items(self, req: Request) -> list[str]:
+        return []  # the system prompt is the ``instructions`` parameter
 
     def params(self, req: Request) -> dict[str, Any]:
+        """Everything of the body but the input items."""
         prof = req.profile
-        kw: dict[str, Any] = {"model": prof.model, "input": to_input(req.messages),
-                              "stream": True, "store": False,
+        kw: dict[str, Any] = {"model": prof.model, "stream": True, "store": False,
                               "max_output_tokens": prof.max_tokens}
         if req.system:
             kw["instructions"] = req.system
@@ -46,7 +59,7 @@ class OpenAIResponses(OpenAIChat):
         return kw
 
     def stream(self, req: Request, resp: LLMResponse) -> Iterator[str]:
-        self._current = self.client.responses.create(**self.params(req))
+        self._current = self.post(req, Response, openai.Stream[ResponseStreamEvent])
         events = Events(self._current)
         calls: dict[str, dict[str, Any]] = {}
         done = False
@@ -102,22 +115,19 @@ def _finish(response: Any, resp: LLMResponse) -> None:
         resp.stop_reason = INCOMPLETE.get(reason or "", "incomplete")
 
 
-def to_input(messages: list[dict]) -> list[dict]:
-    """Canonical history → Responses input items."""
-    out: list[dict] = []
-    for m in messages:
-        if m["role"] == "user":
-            out.extend({"type": "function_call_output", "call_id": b["tool_use_id"],
-                        "output": result_text(b)}
-                       for b in m["content"] if b["type"] == "tool_result")
-            text = joined_text(m["content"])
-            if text:
-                out.append({"role": "user", "content": text})
-            continue
+def input_items(m: dict) -> list[dict]:
+    """One canonical message → Responses input items."""
+    if m["role"] == "user":
+        out: list[dict] = [{"type": "function_call_output", "call_id": b["tool_use_id"],
+                            "output": result_text(b)}
+                           for b in m["content"] if b["type"] == "tool_result"]
         text = joined_text(m["content"])
         if text:
-            out.append({"role": "assistant", "content": text})
-        out.extend({"type": "function_call", "call_id": b["id"], "name": b["name"],
-                    "arguments": tool_input_json(b)}
-                   for b in m["content"] if b["type"] == "tool_use")
+            out.append({"role": "user", "content": text})
+        return out
+    text = joined_text(m["content"])
+    out = [{"role": "assistant", "content": text}] if text else []
+    out.extend({"type": "function_call", "call_id": b["id"], "name": b["name"],
+                "arguments": tool_input_json(b)}
+               for b in m["content"] if b["type"] == "tool_use")
     return out

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 from .base import LLMResponse, Usage
 from .config import Profile
-from .history import CHARS_PER_TOKEN, history_chars
+from .history import CHARS_PER_TOKEN, history_chars, message_chars
 from .retry import ERROR_TYPES, HINTS, BadResponse, StreamFailure, body_error, snippet
 
 log = logging.getLogger("ga.llm")
@@ -183,12 +183,28 @@ def joined_text(blocks: list[dict]) -> str:
     return "\n".join(b["text"] for b in blocks if b["type"] == "text")
 
 
-def estimate_usage(req: Request, resp: LLMResponse) -> Usage:
-    """Usage from the characters sent and received, for a server that reports none."""
-    sent = len(req.system or "") + history_chars(req.messages)
+def estimate_usage(req: Request, resp: LLMResponse,
+                   size: Callable[[dict], int] = message_chars) -> Usage:
+    """Usage from the characters sent and received, for a server that reports none
+    (``size``: a message's characters, e.g. the session's per-message memo)."""
+    sent = len(req.system or "") + history_chars(req.messages, size)
     if req.tools:
         sent += len(json.dumps(req.tools, ensure_ascii=False))
     got = len(resp.content) + len(resp.thinking) + sum(
         len(tc.function.name) + len(tc.function.arguments) for tc in resp.tool_calls)
     return Usage(input=-(-sent // CHARS_PER_TOKEN), output=-(-got // CHARS_PER_TOKEN),
                  estimated=True)
+
+
+def compact(obj: Any) -> str:
+    """JSON as sent on the wire (the SDKs' own serialisation: no spaces, UTF-8 kept)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def json_body(params: dict[str, Any], key: str, items: list[str]) -> bytes:
+    """A request body: ``params`` plus ``key`` holding items already serialised with
+    ``compact`` (each message's wire form is built once, not re-walked on every call)."""
+    head = compact(params)
+    joined = ",".join(item for item in items if item)
+    sep = "," if params else ""
+    return f'{head[:-1]}{sep}"{key}":[{joined}]}}'.encode()

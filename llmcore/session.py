@@ -301,7 +301,7 @@ class LLMSession:
             resp.tool_calls = parse_calls(resp.content, self._turn, names)
             resp.stop_reason = "tool_use" if resp.tool_calls else resp.stop_reason
         if not (resp.usage.input or resp.usage.output):
-            resp.usage = estimate_usage(req, resp)
+            resp.usage = estimate_usage(req, resp, self._size)
         return resp
 
     def _stream(self, provider: Any, req: Request, resp: LLMResponse,

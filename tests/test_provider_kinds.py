@@ -115,7 +115,7 @@ def test_anthropic_cache_markers_thinking_and_effort(home, llm_server):
     assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
     marked = [m["content"][-1]["text"] for m in body["messages"]
               if "cache_control" in m["content"][-1]]
-    assert marked == ["u2", "u3"]
+    assert marked == ["two"]  # no tool result in the newest message: the reply before it
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert body["output_config"] == {"effort": "high"}
 

@@ -1,0 +1,152 @@
+"""Token economy through the real SDKs: the newest exchange survives any budget, the request
+prefix stays byte-identical between trims, cache markers sit on it, and per-turn work
+(wire forms, journal records) is done once per message."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from llm_server import KIND_PATHS, Reply, llm_server, run_chat, tool_schema, write_config
+
+import llmcore
+from llmcore.config import load_config
+from llmcore.history import MessageMemo
+from llmcore.openai_chat import OpenAIChat
+from llmcore.session import LLMSession
+
+__all__ = ["llm_server"]
+KINDS = ["openai", "openai-responses", "anthropic"]
+TOOLS = [tool_schema("file_read", path="string")]
+WM = "\n### [WORKING MEMORY]\n<history>\n[Agent] step {n}\n</history>\n<key_info>KEY-{n}</key_info>"
+
+
+def client_for(home, server, **prof):
+    prof.setdefault("model", "test-model")
+    return llmcore.make_client("p", config_path=write_config(home, server, p=prof), home=home)
+
+
+def tool_turns(client, server, turns: int, output: int) -> None:
+    """``turns`` model replies each calling file_read, answered with ``output`` chars."""
+    msgs = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "read it all"}]
+    for n in range(turns):
+        server.queue(Reply(text=f"<summary>{n}</summary>",
+                           tool_calls=[("file_read", json.dumps({"path": f"p{n}"}))]))
+        _, resp = run_chat(client, msgs, TOOLS)
+        msgs = [{"role": "user", "content": WM.format(n=n), "tool_results": [
+            {"tool_use_id": resp.tool_calls[0].id, "content": f"out{n}|" + "x" * output}]}]
+    server.queue(Reply(text="done"))
+    run_chat(client, msgs, TOOLS)
+
+
+def calls_and_results(kind: str, body: dict) -> tuple[list[str], list[str]]:
+    if kind == "openai":
+        msgs = body["messages"]
+        calls = [c["id"] for m in msgs for c in m.get("tool_calls") or []]
+        return calls, [m["tool_call_id"] for m in msgs if m["role"] == "tool"]
+    if kind == "openai-responses":
+        items = body["input"]
+        return ([i["call_id"] for i in items if i.get("type") == "function_call"],
+                [i["call_id"] for i in items if i.get("type") == "function_call_output"])
+    blocks = [b for m in body["messages"] for b in m["content"]]
+    return ([b["id"] for b in blocks if b["type"] == "tool_use"],
+            [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"])
+
+
+def without_markers(obj):
+    if isinstance(obj, dict):
+        return {k: without_markers(v) for k, v in obj.items() if k != "cache_control"}
+    if isinstance(obj, list):
+        return [without_markers(v) for v in obj]
+    return obj
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_newest_tool_call_and_its_result_survive_a_tight_budget(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind, context_win=2500)
+    tool_turns(client, llm_server, 4, 12000)  # each output alone is over the budget
+    for body in llm_server.bodies(KIND_PATHS[kind])[1:]:
+        calls, results = calls_and_results(kind, body)
+        assert calls and calls == results  # every call sent has its own result, in order
+    last = json.dumps(llm_server.bodies()[-1])
+    assert "out3|xxx" in last and "squeezed" in last and "[tool result]" not in last
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_request_prefix_is_repeated_unchanged_between_trims(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind)
+    tool_turns(client, llm_server, 6, 500)
+    key = "input" if kind == "openai-responses" else "messages"
+    bodies = llm_server.bodies(KIND_PATHS[kind])
+    for prev, cur in zip(bodies, bodies[1:], strict=False):
+        assert (cur.get("system"), cur.get("tools")) == (prev.get("system"), prev.get("tools"))
+        old, new = without_markers(prev[key]), without_markers(cur[key])
+        stable = len(old) - 1  # all but the newest user text (its working memory moves on)
+        assert new[:stable] == old[:stable]
+        if kind == "anthropic":  # the newest message's tool results stay too
+            results = [b for b in old[-1]["content"] if b["type"] == "tool_result"]
+            assert new[stable]["content"][: len(results)] == results
+    # the working memory rides only in the newest user message
+    assert json.dumps(bodies[-1]).count("<key_info>KEY-") == 1
+
+
+def test_anthropic_cache_markers_sit_on_the_stable_prefix(home, llm_server):
+    client = client_for(home, llm_server, provider="anthropic")
+    tool_turns(client, llm_server, 2, 100)
+    body = llm_server.bodies()[-2]  # the last request that answers a tool call
+    assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    marked = [b for m in body["messages"] for b in m["content"] if "cache_control" in b]
+    newest = body["messages"][-1]["content"]
+    assert marked == [newest[0]] and newest[0]["type"] == "tool_result"
+    assert newest[-1]["type"] == "text" and "cache_control" not in newest[-1]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_body_is_what_the_sdks_typed_create_would_send(home, llm_server, kind):
+    import anthropic
+    import openai
+
+    client = client_for(home, llm_server, provider=kind, max_tokens=777)
+    tool_turns(client, llm_server, 2, 100)
+    ours = copy.deepcopy(llm_server.bodies()[-1])
+    if kind == "anthropic":
+        sdk = anthropic.Anthropic(base_url=llm_server.anthropic_url, api_key="k").messages
+    else:
+        sdk = openai.OpenAI(base_url=llm_server.openai_url, api_key="k")
+        sdk = sdk.responses if kind == "openai-responses" else sdk.chat.completions
+    llm_server.queue(Reply(text="same"))
+    for _event in sdk.create(**ours):
+        pass
+    assert llm_server.bodies()[-1] == ours
+
+
+class CountingChat(OpenAIChat):
+    built: list[str] = []
+
+    def wire_message(self, m: dict) -> str:
+        CountingChat.built.append(m["role"])
+        return super().wire_message(m)
+
+
+def test_each_message_is_serialised_once_across_turns(home, llm_server):
+    cfg = load_config(Path(write_config(home, llm_server, p={"model": "m"})), required=True)
+    client = LLMSession(cfg, cfg.profile("p"), home, lambda kind: CountingChat)
+    CountingChat.built = []
+    tool_turns(client, llm_server, 8, 300)
+    # each message once, plus the one rewritten per turn (its working memory retired)
+    assert len(client.history) <= len(CountingChat.built) <= len(client.history) + 9
+    assert len(llm_server.requests) == 9
+
+
+def test_message_memo_computes_once_per_object_and_forgets_dropped_ones():
+    made = []
+    memo = MessageMemo(lambda m: made.append(m) or len(m["content"]))
+    msgs = [{"role": "user", "content": [i]} for i in range(200)]
+    assert [memo(m) for m in msgs] == [1] * 200
+    assert [memo(m) for m in msgs] == [1] * 200 and len(made) == 200
+    memo.keep_only(msgs[-10:])
+    memo(msgs[0])
+    assert len(made) == 201  # forgotten once it left the history
