@@ -59,20 +59,23 @@ def _dumps(obj: Any) -> str:
 
 
 class ListDelta:
-    """Tracks a list between snapshots; ``delta`` gives ``{from, items}`` for what changed."""
+    """Tracks a list between snapshots; ``delta`` gives ``{from, items}`` for what changed.
+
+    Items are compared by identity first (history messages are never changed in place; a
+    changed one is a new object), so a snapshot costs what changed, not the whole list."""
 
     def __init__(self, items: list | None = None) -> None:
-        self._saved = [_dumps(x) for x in items or []]
+        self._saved = list(items or [])
 
     def delta(self, current: list) -> dict | None:
-        dumped = [_dumps(x) for x in current]
+        saved = self._saved
         start = 0
-        limit = min(len(dumped), len(self._saved))
-        while start < limit and dumped[start] == self._saved[start]:
+        limit = min(len(current), len(saved))
+        while start < limit and (current[start] is saved[start] or current[start] == saved[start]):
             start += 1
-        if start == len(dumped) == len(self._saved):
+        if start == len(current) == len(saved):
             return None
-        self._saved = dumped
+        self._saved = list(current)
         return {"from": start, "items": current[start:]}
 
 

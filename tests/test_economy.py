@@ -150,3 +150,26 @@ def test_message_memo_computes_once_per_object_and_forgets_dropped_ones():
     memo.keep_only(msgs[-10:])
     memo(msgs[0])
     assert len(made) == 201  # forgotten once it left the history
+
+
+def test_journal_serialises_only_what_it_writes(home, tmp_path, monkeypatch):
+    """State records carry what changed; building them never re-serialises the history."""
+    from frontends import journal as journal_mod
+    from frontends.journal import Journal, load_session
+    from ga import GenericAgent
+    from llmcore.scripted import ScriptedClient
+
+    dumped = []
+    real = journal_mod._dumps
+    monkeypatch.setattr(journal_mod, "_dumps", lambda obj: dumped.append(real(obj)) or dumped[-1])
+    steps = [{"text": f"<summary>{n}</summary>", "tool_calls": [
+        {"name": "code_run", "args": {"script": "print(1)", "inline_eval": True}}]}
+        for n in range(40)] + [{"text": "done"}]
+    agent = GenericAgent(ScriptedClient(steps), home=home, cwd=tmp_path, max_turns=50)
+    journal = Journal(home, agent)
+    agent.listeners.append(journal)
+    list(agent.run_task("go"))
+    journal.close()
+    written = journal.path.stat().st_size
+    assert sum(map(len, dumped)) < 1.5 * written
+    assert load_session(journal.path).history == agent.llmclient.history
