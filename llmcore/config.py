@@ -37,7 +37,7 @@ class Profile:
     api_key: str | None = field(default=None, repr=False)
     api_key_env: str | None = None
     tool_mode: str = "native"
-    context_win: int = 60000
+    context_win: int = 35000  # tokens; GA's default (history budget ≈ 3 chars a token)
     max_tokens: int = 8192
     temperature: float | None = None
     max_retries: int = 5

@@ -173,3 +173,9 @@ def test_journal_serialises_only_what_it_writes(home, tmp_path, monkeypatch):
     written = journal.path.stat().st_size
     assert sum(map(len, dumped)) < 1.5 * written
     assert load_session(journal.path).history == agent.llmclient.history
+
+
+def test_default_context_win_is_gas_35000_tokens(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("models:\n  p: {provider: openai, model: m, base_url: 'http://127.0.0.1:1/v1'}\n")
+    assert load_config(path, required=True).profile("p").context_win == 35000
