@@ -263,11 +263,19 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        received = time.perf_counter()
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         owner = self.server.owner
-        owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-        reply = owner.next_reply()
+        record = {"path": self.path, "headers": dict(self.headers), "body": body,
+                  "bytes": length, "received": received}
+        owner.requests.append(record)
+        try:
+            self._answer(owner.next_reply(), body)
+        finally:
+            record["done"] = time.perf_counter()  # the last byte of the answer is out
+
+    def _answer(self, reply: Reply, body: dict) -> None:
         if self.path not in ROUTES:
             return self._json(404, {"error": {"message": f"no route {self.path}"}})
         if reply.status:
