@@ -25,6 +25,7 @@ SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
 SDK_KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 # key shapes redacted even when we do not know the key (e.g. echoed by a server)
 _KEY_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{12,}|sk-ant-[A-Za-z0-9_\-]{8,})")
+KEY_SHAPE_START = "sk-"  # every shape _KEY_RE masks starts so
 
 
 class EnvPolicy:
@@ -87,7 +88,14 @@ class Redactor:
         return cls(values)
 
     def __call__(self, text: str) -> str:
-        return self._re.sub(MASK, text) if text else text
+        if not text or not self.may_hold_secret(text):
+            return text
+        return self._re.sub(MASK, text)
+
+    def may_hold_secret(self, text: str) -> bool:
+        """A plain substring search first: most text (a 16 KB tool output) holds none, and
+        the regex costs many times more per character."""
+        return KEY_SHAPE_START in text or any(s in text for s in self.secrets)
 
     def data(self, value: Any) -> Any:
         """``value`` with every string inside it (dict values, list items) masked."""
