@@ -143,7 +143,8 @@ class GenericAgentHandler(BaseHandler):
                     timeout: int = 60, cwd: str = "", inline_eval: bool = False, *,
                     response: Any = None, _index: int = 0, _tool_num: int = 1):
         """Run code: python as a temp file, bash as a shell command. Keep bulk data out of
-        the code; read and write files for it.
+        the code; read and write files for it. Background processes stop when the agent
+        exits; start a service that must outlive it with `setsid CMD &`.
 
         Args:
             script: Code to run. If omitted, the last ```python/```bash block of your reply runs.

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from llmcore.base import ConfigError
+from tools import procs
 from tools.fsutil import atomic_write, take_file
 
 from .console import TextRenderer, final_answer
@@ -142,14 +143,15 @@ def strip_options(argv: list[str], names: dict[str, bool]) -> list[str]:
 
 
 def spawn_background(argv: list[str], log_path: Path) -> int:
-    """``--bg``: start the same command detached; print its PID."""
+    """``--bg``: start the same command detached; print its PID. Launched by an agent's
+    code, the child ends with that agent (``tools.procs.popen_detached``)."""
     import ga
 
     child_argv = strip_options(argv, {"--bg": False, "--input": True})
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_file:
-        proc = subprocess.Popen([sys.executable, str(Path(ga.__file__).absolute()), *child_argv],
-                                stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-                                start_new_session=True)
+        proc = procs.popen_detached(
+            [sys.executable, str(Path(ga.__file__).absolute()), *child_argv],
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file)
     print(proc.pid)
     return 0

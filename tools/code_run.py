@@ -1,6 +1,7 @@
 """Run a python / bash / powershell snippet as a child process, streaming its output live.
 
-The child gets its own process group, a UTF-8 environment without the runtime's secrets
+The child is tied to the runtime (``tools.procs``: its own process group, ended with the
+runtime however it ends), gets a UTF-8 environment without the runtime's secrets
 (``llmcore.secrets.EnvPolicy``) and ``/dev/null`` as stdin.
 A reader thread does blocking reads of the merged stdout+stderr pipe and a waiter thread
 blocks on the exit; both feed one queue, so output reaches the caller as soon as it is
@@ -14,7 +15,6 @@ import contextlib
 import os
 import queue
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,7 +25,7 @@ from collections.abc import Generator, Mapping
 from pathlib import Path
 
 from llmcore.secrets import EnvPolicy
-from tools import ToolError
+from tools import ToolError, procs
 
 MIN_TIMEOUT = 1
 MAX_TIMEOUT = 600
@@ -86,8 +86,9 @@ def code_run(
     kind = _canonical_type(type)
     limit = _coerce_timeout(timeout)
     workdir = _workdir(cwd)
-    argv, script = _command(code, kind)
+    script = None
     try:
+        argv, script = _command(code, kind)
         child = _Child(argv, workdir, abort, _child_env(env))
     except OSError as e:
         _remove(script)
@@ -136,7 +137,7 @@ def _command(code: str, kind: str) -> tuple[list[str], Path | None]:
         if os.name != "nt":
             raise ToolError("powershell runs only on Windows; use type=bash here")
         return ["powershell", "-NoProfile", "-NonInteractive", "-Command", code], None
-    fd, name = tempfile.mkstemp(prefix="ga_code_", suffix=".py")
+    fd, name = tempfile.mkstemp(prefix="ga_code_", suffix=".py", dir=procs.runtime_dir())
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(code)
     return [sys.executable, "-X", "utf8", "-u", name], Path(name)
@@ -156,12 +157,6 @@ def _child_env(base: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
-def _group_kwargs() -> dict:
-    if os.name == "nt":
-        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
-    return {"start_new_session": True}
-
-
 class _Child:
     """A started child with its reader, waiter and (optional) abort-watcher threads."""
 
@@ -170,9 +165,9 @@ class _Child:
         self.events: queue.Queue = queue.Queue(maxsize=QUEUE_CHUNKS)
         self.done = threading.Event()
         self.exited = threading.Event()
-        self.proc = subprocess.Popen(
+        self.proc = procs.popen_tied(
             argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **_group_kwargs(),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )
         self._start(self._read)
         self._start(self._wait)
@@ -204,20 +199,7 @@ class _Child:
 
     def kill_group(self) -> None:
         """SIGTERM the whole process group, then SIGKILL it shortly after."""
-        if os.name == "nt":
-            subprocess.run(
-                ["taskkill", "/F", "/T", "/PID", str(self.proc.pid)], capture_output=True,
-                check=False,
-            )
-            return
-        self._signal_group(signal.SIGTERM)
-        self.exited.wait(TERM_GRACE_SECONDS)
-        self._signal_group(signal.SIGKILL)
-
-    def _signal_group(self, sig: int) -> None:
-        # ProcessLookupError: every member of the group is already gone.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, sig)
+        procs.end_group(self.proc, TERM_GRACE_SECONDS, self.exited.wait)
 
     def close(self) -> None:
         """Stop listening; kill the group if the child still runs (caller went away)."""
@@ -228,6 +210,7 @@ class _Child:
             while True:  # unblock a reader waiting on a full queue
                 self.events.get_nowait()
         self.exited.wait(DRAIN_SECONDS)
+        procs.release(self.proc)
 
 
 def _pump(child: _Child, limit: float, out: _Output) -> Generator[str, None, str | None]:

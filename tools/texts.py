@@ -138,7 +138,8 @@ TOOL_TEXT_ZH: dict[str, dict] = {
     "code_run": {
         "description": (
             "执行代码（python 以临时文件运行，bash 运行命令）。不要在"
-            "代码中放大量数据，需要时读写文件。"
+            "代码中放大量数据，需要时读写文件。后台进程在 agent 退出时结束；"
+            "需在其后继续运行的服务请用 `setsid CMD &` 启动。"
         ),
         "params": {"script": "要运行的代码；省略时运行回复中最后一个对应语言的代码块",
                    "type": "python、bash 或 powershell", "timeout": "超时秒数（最多 600）",
