@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from llmcore.base import ConfigError, LLMError
 
+from . import signals
 from .commands import COMMANDS, add_global_options, add_tool_options, resolve_home
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 # The agent, the journal and the front ends are imported where they are used, so that
 # `ga --help` and usage errors answer fast.
 __all__ = ["main"]
-ABORT_GRACE_SECONDS = 10.0  # after Ctrl-C, how long to wait for the task to stop cleanly
 STDIN_MAX_BYTES = 1_000_000  # piped stdin beyond this is cut, with a note to the model
 COMMAND_LIKE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 TYPO_CUTOFF = 0.75  # a lone word this close to a command name (difflib ratio) is a typo
@@ -56,7 +56,8 @@ input and output:
 
 exit codes: 0 done, 1 failure, 2 usage or config error, 3 the agent asked a question
   (answer with ga --resume ID "ANSWER"), 4 a limit ended the task (turns, tokens, no
-  progress), 130 interrupted."""
+  progress), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
+  Whatever ends ga, the processes it started end with it (setsid detaches a service)."""
 
 
 def version() -> str:
@@ -281,26 +282,12 @@ def run_once(session: Session, task: str, render: Any) -> int:
     events = session.submit(task)
     try:
         end = session.drain(events, render)
-    except KeyboardInterrupt:
-        session.abort()
-        print("ga: interrupted", file=sys.stderr)
-        wait_stopped(session, events)
+    except signals.STOPS as stop:
+        print(f"ga: {signals.describe(stop)}", file=sys.stderr)
+        session.stop(events)
         print_session_id(session)
-        return 130
+        return signals.exit_code(stop)
     return report_end(session, end)
-
-
-def wait_stopped(session: Session, events: Any) -> None:
-    deadline = time.monotonic() + ABORT_GRACE_SECONDS
-
-    def tick() -> None:
-        if time.monotonic() > deadline:
-            raise TimeoutError
-
-    try:
-        session.drain(events, lambda event: None, tick)
-    except (TimeoutError, KeyboardInterrupt):
-        print("ga: the task did not stop in time", file=sys.stderr)
 
 
 def make_renderer(args) -> Any:
@@ -397,6 +384,16 @@ def parse_run_args(parser, argv: list[str]) -> tuple[Any, list[str]] | int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``ga`` command; returns the exit code (SPEC §7)."""
+    with signals.handled():
+        try:
+            return run_main(argv)
+        except signals.STOPS as stop:
+            print(f"ga: {signals.describe(stop)}", file=sys.stderr)
+            return signals.exit_code(stop)
+
+
+def run_main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     restore_logging = setup_logging("-v" in argv or "--verbose" in argv)
     try:
@@ -417,9 +414,6 @@ def main(argv: list[str] | None = None) -> int:
     except LLMError as e:
         print(f"ga: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("ga: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # stdout closed by the reader (e.g. `| head`): stop quietly
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         return 1

@@ -1,8 +1,9 @@
 """The interactive REPL: line editing with history, slash commands, Ctrl-C aborts a task.
 
 Ctrl-C while a task runs aborts it (running code is killed, the session stays); a second
-Ctrl-C before it has stopped, or two in a row at the prompt, quits. ``ask_user`` questions
-are answered inline; a number picks one of the candidates.
+Ctrl-C before it has stopped, or two in a row at the prompt, quits. SIGTERM and SIGHUP stop
+the task and quit. ``ask_user`` questions are answered inline; a number picks one of the
+candidates.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from llmcore.base import ConfigError
 
 from .console import LiveRenderer
 from .runner import Session, end_message, export_history
+from .signals import Terminated
 
 PROMPT = "ga> "
 ANSWER_PROMPT = "answer> "
@@ -124,6 +126,10 @@ class Repl:
         while True:
             try:
                 return self.session.drain(events, render)
+            except Terminated:  # SIGTERM/SIGHUP end the REPL, not only the task
+                render.close()
+                self.session.stop(events)
+                raise
             except KeyboardInterrupt:
                 render.close()
                 if self.session.aborted:

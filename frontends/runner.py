@@ -2,7 +2,7 @@
 
 Every front end (one-shot, REPL, task mode, func, reflect) runs tasks through ``Session.run``:
 the task runs on a worker thread, the caller's thread renders events and stays free to see
-Ctrl-C or control files between events.
+Ctrl-C, SIGTERM or control files between events.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 import queue
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,6 +26,7 @@ from .journal import (
     latest_for_cwd,
     session_matches,
 )
+from .signals import STOPS
 
 EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
               "NO_PROGRESS": 4, "BUDGET_EXCEEDED": 4, "ABORTED": 130}
@@ -37,6 +39,7 @@ HISTORY_KEYS = {"history": list, "history_info": list, "working": dict}
 MATCHES_SHOWN = 5  # an ambiguous session prefix lists this many matches
 TICK_SECONDS = 0.2  # how often a waiting front end looks at control files (task mode)
 WORKER_GONE = "the agent's worker stopped without ending the task"
+ABORT_GRACE_SECONDS = 10.0  # after Ctrl-C or SIGTERM, how long to wait for the task to stop
 
 
 def exit_code(end: dict) -> int:
@@ -190,7 +193,29 @@ class Session:
 
     def run(self, task: str, render: Callable[[dict], None],
             tick: Callable[[], None] | None = None, source: str = "user") -> dict:
-        return self.drain(self.submit(task, source), render, tick)
+        """Run ``task`` to its end; Ctrl-C or SIGTERM stops it (``stop``) and propagates."""
+        events = self.submit(task, source)
+        try:
+            return self.drain(events, render, tick)
+        except STOPS:
+            self.stop(events)
+            raise
+
+    def stop(self, events: queue.Queue) -> None:
+        """Abort the running task, wait (bounded) for its end — its code killed, the end
+        journaled — and flush the journal: the front end is about to exit."""
+        self.abort()
+        deadline = time.monotonic() + ABORT_GRACE_SECONDS
+
+        def tick() -> None:
+            if time.monotonic() > deadline:
+                raise TimeoutError
+
+        try:
+            self.drain(events, lambda event: None, tick)
+        except (TimeoutError, *STOPS):
+            print("ga: the task did not stop in time", file=sys.stderr)
+        self.journal.close()
 
     def abort(self) -> None:
         self.aborted = True

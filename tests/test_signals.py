@@ -111,7 +111,8 @@ def runtime_dirs(tmpdir: Path) -> list[Path]:
     return list(tmpdir.glob(f"{procs.DIR_PREFIX}*"))
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGKILL, -signal.SIGKILL)])
+@pytest.mark.parametrize("sig, code", [(signal.SIGKILL, -signal.SIGKILL),
+                                       (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_stopped_ga_leaves_no_child_nor_grandchild(tmp_path, home, tmpdir_env, mark, sig, code):
     proc = start_ga(tmp_path, home, tmpdir_env, [code_step(parent_and_grandchild(mark))])
     wait_until(lambda: len(pids_with(mark)) == 2, START_SECONDS, "the code is running")
@@ -124,6 +125,20 @@ def test_stopped_ga_leaves_no_child_nor_grandchild(tmp_path, home, tmpdir_env, m
         assert f"({name})" in (tmp_path / "err.txt").read_text()
         journal = next((home / "sessions").glob("*.jsonl")).read_text()
         assert '"result": "ABORTED"' in journal  # the end reached the journal before exit
+
+
+def test_sigint_works_with_an_inherited_blocked_mask(tmp_path, home, tmpdir_env, mark):
+    block = ("import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}); "
+             "os.execv(sys.executable, sys.argv[1:])")
+    proc = start_ga(tmp_path, home, tmpdir_env, [code_step(f"exec -a {mark} sleep 300")],
+                    sys.executable, "-c", block)
+    wait_until(lambda: pids_with(mark), START_SECONDS, "the code is running")
+    blocked = Path(f"/proc/{proc.pid}/status").read_text().split("SigBlk:")[1].split()[0]
+    assert not int(blocked, 16) & (1 << (signal.SIGINT - 1))
+    os.kill(proc.pid, signal.SIGINT)
+    assert finish(proc) == 130
+    wait_until(lambda: not pids_with(mark), CHILDREN_GONE_SECONDS, "children gone")
+    assert "interrupted" in (tmp_path / "err.txt").read_text()
 
 
 def test_setsid_service_outlives_ga_but_a_plain_background_job_does_not(
@@ -175,6 +190,26 @@ def test_bg_subagent_ends_with_the_agent_that_launched_it(tmp_path, home, tmpdir
     wait_until(lambda: not pids_with(mark), CHILDREN_GONE_SECONDS, "both agents' code gone")
     wait_until(lambda: not pids_with(str(tmp_path / "sub")), EXIT_SECONDS, "subagent gone")
     wait_until(lambda: not runtime_dirs(tmpdir_env), EXIT_SECONDS, "temp dirs removed")
+
+
+def test_terminal_hangup_ends_the_repl_and_its_running_code(tmp_path, home, tmpdir_env, mark):
+    import pexpect
+
+    model = write_model(tmp_path, [code_step(f"echo started; exec -a {mark} sleep 300")])
+    env = {**os.environ, "GA_HOME": str(home), "PYTHONPATH": str(ROOT), "GA_LANG": "en",
+           "TMPDIR": str(tmpdir_env)}
+    child = pexpect.spawn(sys.executable, [GA, "-m", model], env=env, cwd=os.getcwd(),
+                          encoding="utf-8", timeout=START_SECONDS, dimensions=(30, 160))
+    child.expect("ga> ")
+    child.sendline("run the long job")
+    child.expect("started")
+    wait_until(lambda: pids_with(mark), START_SECONDS, "the code is running")
+    os.close(child.child_fd)  # the terminal goes away: the kernel sends SIGHUP
+    child.child_fd = -1
+    _, status = os.waitpid(child.pid, 0)
+    child.closed = child.terminated = True
+    assert os.waitstatus_to_exitcode(status) == 129
+    wait_until(lambda: not pids_with(mark), CHILDREN_GONE_SECONDS, "children gone")
 
 
 def test_a_finished_run_is_forgotten_but_its_background_job_stays_tied(mark):

@@ -1,0 +1,83 @@
+"""How ``ga`` ends on a signal (SPEC §7).
+
+SIGINT raises ``KeyboardInterrupt`` (Python's default); SIGTERM and SIGHUP raise
+``Terminated`` in the main thread. Either way the front end aborts the running task (its
+code is killed), waits briefly for it to end so the journal records it, and exits 130,
+143 or 129. All three are unblocked at start, so a mask inherited from a supervisor (Ray
+workers block SIGINT) cannot make ``ga`` uninterruptible. A signal that was ignored when
+``ga`` started (``nohup`` ignores SIGHUP) stays ignored. Processes ``ga`` started end
+with it even on SIGKILL: see ``tools.procs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT
+REASONS = {"SIGTERM": "terminated", "SIGHUP": "hung up"}
+
+
+class Terminated(BaseException):
+    """``ga`` was asked to stop by SIGTERM or SIGHUP: it ends like Ctrl-C, exit 128 + N."""
+
+    def __init__(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"{REASONS[name]} ({name})")
+        self.exit_code = 128 + signum
+
+
+STOPS = (KeyboardInterrupt, Terminated)  # what ends a task from the outside
+
+
+def exit_code(stop: BaseException) -> int:
+    return stop.exit_code if isinstance(stop, Terminated) else INTERRUPTED_EXIT
+
+
+def describe(stop: BaseException) -> str:
+    return str(stop) if isinstance(stop, Terminated) else "interrupted"
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    _drop_hung_up_terminal()
+    raise Terminated(signum)
+
+
+def _drop_hung_up_terminal() -> None:
+    """After a hangup, writing to the terminal fails (EIO): send stdout/stderr nowhere, so
+    the clean exit is not cut short by its own goodbye line."""
+    for fd in (1, 2):
+        try:
+            os.write(fd, b"")
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[None]:
+    """Within the block: SIGTERM/SIGHUP raise ``Terminated``; SIGINT, SIGTERM and SIGHUP
+    are unblocked. Restores the previous handlers and mask after (in-process callers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers; the embedding program owns signals
+        return
+    names = ("SIGINT", *REASONS)
+    wanted = {getattr(signal, n) for n in names if hasattr(signal, n)}
+    mask = None
+    if hasattr(signal, "pthread_sigmask"):
+        mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, wanted)
+    saved = {s: signal.getsignal(s) for s in wanted - {signal.SIGINT}}
+    for sig, old in saved.items():
+        if old == signal.SIG_DFL:
+            signal.signal(sig, _raise_terminated)
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
