@@ -11,6 +11,8 @@ from typing import IO, Callable
 from agent_loop import _clean_content, _compact_tool_args, json_default
 from tools import clip
 
+from .signals import held
+
 JSON_EVENTS = ("task_start", "turn", "text", "thinking", "tool_call", "tool_result", "usage",
                "task_end")
 COMPACT_PROGRESS_LINES = 8  # live tool output shown per call in compact mode
@@ -266,7 +268,8 @@ class LiveRenderer(TextRenderer):
         self._reply.append(e["delta"])
         if self._live is None:
             self._live = Live(console=self.console, auto_refresh=False, transient=True)
-            self._live.start()
+            with held():  # a live display cut half-way through starting cannot be stopped
+                self._live.start()
         now = time.monotonic()
         if now - self._painted >= LIVE_PAINT_SECONDS:
             self._live.update(self._tail(), refresh=True)
@@ -293,8 +296,9 @@ class LiveRenderer(TextRenderer):
             return
         from rich.markdown import Markdown
 
-        self._live.stop()
-        self._live = None
+        with held():
+            self._live.stop()
+            self._live = None
         text = SUMMARY_TAG.sub(r"» \1\n\n", _clean_content("".join(self._reply)))
         self._reply = []
         if text:
@@ -304,12 +308,14 @@ class LiveRenderer(TextRenderer):
     def _start_spinner(self, text: str) -> None:
         if self._spinner is None:
             self._spinner = self.console.status(text, spinner="dots")
-            self._spinner.start()
+            with held():
+                self._spinner.start()
 
     def _stop_spinner(self) -> None:
         if self._spinner is not None:
-            self._spinner.stop()
-            self._spinner = None
+            with held():
+                self._spinner.stop()
+                self._spinner = None
 
     def close(self) -> None:
         """Stop any live display (on Ctrl-C)."""

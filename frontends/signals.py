@@ -1,12 +1,12 @@
 """How ``ga`` ends on a signal (SPEC §7).
 
-SIGINT raises ``KeyboardInterrupt`` (Python's default); SIGTERM and SIGHUP raise
-``Terminated`` in the main thread. Either way the front end aborts the running task (its
-code is killed), waits briefly for it to end so the journal records it, and exits 130,
-143 or 129. All three are unblocked at start, so a mask inherited from a supervisor (Ray
-workers block SIGINT) cannot make ``ga`` uninterruptible. A signal that was ignored when
-``ga`` started (``nohup`` ignores SIGHUP) stays ignored. Processes ``ga`` started end
-with it even on SIGKILL: see ``tools.procs``.
+SIGINT raises ``KeyboardInterrupt``, SIGTERM and SIGHUP raise ``Terminated`` in the main
+thread (inside a ``held()`` block, at its end). Either way the front end aborts the running
+task (its code is killed), waits briefly for it to end so the journal records it, and
+exits 130, 143 or 129. All three are unblocked at start, so a mask inherited from a
+supervisor (Ray workers block SIGINT) cannot make ``ga`` uninterruptible. A signal that was
+ignored when ``ga`` started (``nohup`` ignores SIGHUP) stays ignored. Processes ``ga``
+started end with it even on SIGKILL: see ``tools.procs``.
 """
 
 from __future__ import annotations
@@ -41,9 +41,44 @@ def describe(stop: BaseException) -> str:
     return str(stop) if isinstance(stop, Terminated) else "interrupted"
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
+class _Hold:
+    """The process's one signal hold: how deep in ``held()`` blocks the main thread is, and
+    the first signal that arrived meanwhile."""
+
+    depth = 0
+    pending: int | None = None
+
+
+def _stop_for(signum: int) -> BaseException:
+    if signum == signal.SIGINT:
+        return KeyboardInterrupt()
     _drop_hung_up_terminal()
-    raise Terminated(signum)
+    return Terminated(signum)
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    if _Hold.depth:
+        _Hold.pending = _Hold.pending or signum
+        return
+    raise _stop_for(signum)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Keep Ctrl-C/SIGTERM/SIGHUP out of a short block (a display starting or stopping must
+    not be cut half-way); one that arrived meanwhile is raised when the block ends. Only
+    for blocks that cannot wait on anything: the signal waits for them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers run in the main thread only: nothing to hold here
+        return
+    _Hold.depth += 1
+    try:
+        yield
+    finally:
+        _Hold.depth -= 1
+        signum, _Hold.pending = _Hold.pending, None
+        if signum is not None and not _Hold.depth:
+            raise _stop_for(signum)
 
 
 def _drop_hung_up_terminal() -> None:
@@ -70,10 +105,10 @@ def handled() -> Iterator[None]:
     mask = None
     if hasattr(signal, "pthread_sigmask"):
         mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, wanted)
-    saved = {s: signal.getsignal(s) for s in wanted - {signal.SIGINT}}
+    saved = {s: signal.getsignal(s) for s in wanted}
     for sig, old in saved.items():
-        if old == signal.SIG_DFL:
-            signal.signal(sig, _raise_terminated)
+        if old in (signal.SIG_DFL, signal.default_int_handler):  # not ignored, not custom
+            signal.signal(sig, _on_signal)
     try:
         yield
     finally:

@@ -55,7 +55,7 @@ def wait_until(predicate, seconds: float, what: str) -> None:
 @pytest.fixture
 def mark():
     """A unique argv marker; every process still carrying it is killed at teardown."""
-    text = f"ga-test-{uuid.uuid4().hex[:12]}"
+    text = f"ga-sigtest-{uuid.uuid4().hex}"
     yield text
     for pid in pids_with(text):
         try:
@@ -195,7 +195,8 @@ def test_bg_subagent_ends_with_the_agent_that_launched_it(tmp_path, home, tmpdir
 def test_terminal_hangup_ends_the_repl_and_its_running_code(tmp_path, home, tmpdir_env, mark):
     import pexpect
 
-    model = write_model(tmp_path, [code_step(f"echo started; exec -a {mark} sleep 300")])
+    ticking = f"echo started; exec -a {mark} bash -c 'while :; do echo tick; sleep 0.002; done'"
+    model = write_model(tmp_path, [code_step(ticking)])  # output keeps reaching the terminal
     env = {**os.environ, "GA_HOME": str(home), "PYTHONPATH": str(ROOT), "GA_LANG": "en",
            "TMPDIR": str(tmpdir_env)}
     child = pexpect.spawn(sys.executable, [GA, "-m", model], env=env, cwd=os.getcwd(),
@@ -256,3 +257,15 @@ def test_a_child_outlives_the_short_lived_thread_that_started_it():
     starter.join()
     _, result = drain(gen)
     assert result["status"] == "success" and "still-here" in result["stdout"]
+
+
+def test_a_signal_inside_a_held_block_is_raised_when_the_block_ends():
+    from frontends import signals
+
+    reached = []
+    with signals.handled(), pytest.raises(signals.Terminated, match="SIGTERM"):
+        with signals.held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs between these steps
+                reached.append(1)
+    assert len(reached) == 1000
