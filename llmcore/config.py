@@ -7,6 +7,7 @@ values and missing keys are ``ConfigError(path, field, message)``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,8 @@ class Profile:
     api_key: str | None = field(default=None, repr=False)
     api_key_env: str | None = None
     tool_mode: str = "native"
+    tool_choice: str | None = None  # Chat Completions: auto | required | none | a tool name
+    extra_body: dict[str, Any] | None = None  # Chat Completions: extra request fields
     context_win: int = 35000  # tokens; GA's default (history budget ≈ 3 chars a token)
     max_tokens: int = 8192
     temperature: float | None = None
@@ -80,6 +83,8 @@ def coerce(path: str | None, name: str, key: str, value: Any) -> Any:
         return _number(path, where, key, value)
     if key == "mixin":
         return _mixin(path, where, value)
+    if key == "extra_body":
+        return _mapping(path, where, value)
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
         raise ConfigError(path, where, f"expected a string, got {type(value).__name__}")
     value = str(value)
@@ -103,6 +108,17 @@ def _number(path: str | None, where: str, key: str, value: Any) -> int | float:
     if num < 0:
         raise ConfigError(path, where, f"must not be negative, got {value!r}")
     return num
+
+
+def _mapping(path: str | None, where: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise ConfigError(path, where, f"expected a JSON object: {e}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(path, where, f"expected a mapping, got {value!r:.40}")
+    return value
 
 
 def _mixin(path: str | None, where: str, value: Any) -> list[str]:

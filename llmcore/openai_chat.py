@@ -38,6 +38,7 @@ TEMPERATURE_RULES = (
 MIN_UNIT_TEMPERATURE = 0.01
 # what the SDK's typed create() sends with every call besides the body
 REQUEST_OPTIONS: dict[str, Any] = {"security": {"bearer_auth": True}}
+TOOL_CHOICE_MODES = ("auto", "required", "none")  # any other tool_choice names a tool
 
 
 def adjust_temperature(model: str, temperature: float | None) -> float | None:
@@ -54,6 +55,13 @@ def adjust_temperature(model: str, temperature: float | None) -> float | None:
             return 1.0
         return min(max(temperature, MIN_UNIT_TEMPERATURE), 1.0)
     return temperature
+
+
+def tool_choice(value: str) -> str | dict[str, Any]:
+    """The ``tool_choice`` field for a profile's setting: a mode, or one named tool."""
+    if value in TOOL_CHOICE_MODES:
+        return value
+    return {"type": "function", "function": {"name": value}}
 
 
 class OpenAIChat:
@@ -101,6 +109,8 @@ class OpenAIChat:
                               "stream_options": {"include_usage": True}}
         if req.tools:
             kw["tools"] = req.tools
+            if prof.tool_choice:
+                kw["tool_choice"] = tool_choice(prof.tool_choice)
         reasoning = is_reasoning_model(prof.model)
         tokens_key = "max_completion_tokens" if reasoning or not prof.base_url else "max_tokens"
         kw[tokens_key] = prof.max_tokens
@@ -109,6 +119,8 @@ class OpenAIChat:
             kw["temperature"] = temperature
         if prof.reasoning_effort:
             kw["reasoning_effort"] = prof.reasoning_effort
+        if prof.extra_body:  # server-specific fields (e.g. a llama.cpp grammar) join the body
+            kw.update(prof.extra_body)
         return kw
 
     def stream(self, req: Request, resp: LLMResponse) -> Iterator[str]:

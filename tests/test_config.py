@@ -72,6 +72,8 @@ def test_unset_api_key_env_names_the_variable(home):
      "integer"),
     ("models:\n  c: {provider: openai}\n", "models.c.model", "missing"),
     ("models:\n  c: {mixin: [nope]}\n", "models.c.mixin", "nope"),
+    ("models:\n  c: {provider: openai, model: m, extra_body: [1]}\n", "models.c.extra_body",
+     "mapping"),
     ("models: [\n", None, "YAML"),
     ("default: zzz\nmodels: {}\n", "default", "zzz"),
 ])

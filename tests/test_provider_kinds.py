@@ -66,6 +66,31 @@ def test_native_mode_sends_tools_in_api_field(home, llm_server, kind):
     assert len(body["tools"]) == 2 and "tool_use>" not in json.dumps(body)
 
 
+@pytest.mark.parametrize(("setting", "sent"), [
+    (None, None), ("required", "required"),
+    ("file_read", {"type": "function", "function": {"name": "file_read"}})])
+def test_openai_tool_choice_setting_is_sent_with_the_tools(home, llm_server, setting, sent):
+    client = client_for(home, llm_server, provider="openai", tool_choice=setting)
+    llm_server.queue(Reply(text="hi"), Reply(text="again"))
+    run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
+    run_chat(client, [{"role": "user", "content": "no tools now"}])
+    with_tools, without = llm_server.bodies()
+    assert with_tools.get("tool_choice") == sent
+    assert "tool_choice" not in without  # the API refuses a tool_choice without tools
+
+
+def test_openai_extra_body_fields_reach_the_request(home, llm_server):
+    client = client_for(home, llm_server, provider="openai",
+                        extra_body={"grammar": 'root ::= "hi"', "top_k": 1})
+    llm_server.queue(Reply(text="hi"), Reply(text="hi"))
+    run_chat(client, [{"role": "user", "content": "go"}])
+    client.set_option("extra_body", '{"min_p": 0.1}')
+    run_chat(client, [{"role": "user", "content": "again"}])
+    first, second = llm_server.bodies()
+    assert first["grammar"] == 'root ::= "hi"' and first["top_k"] == 1
+    assert second["min_p"] == 0.1 and "grammar" not in second
+
+
 def test_openai_assistant_tool_message_has_empty_string_content(home, llm_server):
     client = client_for(home, llm_server, provider="openai")
     llm_server.queue(Reply(tool_calls=[("file_read", '{"path": "a"}')]), Reply(text="ok"))
