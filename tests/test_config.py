@@ -177,3 +177,21 @@ def test_session_log_is_named_after_the_session_once_known(tmp_path):
     log.session_id = "20260101-120000-abcd"
     log.note("hello")
     assert (tmp_path / "llm-20260101-120000-abcd.log").read_text().endswith("hello\n")
+
+
+LOCAL_CONTEXT = 8192  # the context local servers usually run with
+
+
+def test_readme_local_profiles_fit_a_local_server_context(tmp_path):
+    import re
+    from pathlib import Path
+
+    from llmcore.config import load_config
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(default: claude\nmodels:.*?)```", readme, re.S).group(1)
+    (tmp_path / "readme.yaml").write_text(block, encoding="utf-8")
+    cfg = load_config(tmp_path / "readme.yaml", required=True)
+    for name in ("ollama", "vllm", "llamacpp"):
+        prof = cfg.profiles[name]
+        assert prof.context_win + prof.max_tokens <= LOCAL_CONTEXT, name
