@@ -2,8 +2,9 @@
 
 Speaks the documented wire formats on 127.0.0.1: OpenAI Chat Completions
 (``/v1/chat/completions``), OpenAI Responses (``/v1/responses``) and Anthropic Messages
-(``/v1/messages``), streaming (SSE over chunked HTTP/1.1) and not. Each request pops the
-next queued ``Reply``; every request is recorded.
+(``/v1/messages``), streaming (SSE over chunked HTTP/1.1) and not, or replays a recorded
+response byte for byte (golden streams). Each request pops the next queued ``Reply``;
+every request is recorded.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Reply:
     html: bool = False  # answer 200 with an HTML page (a proxy's error), not the API
     repeat_name: bool = False  # tool-call chunks repeat function.name (llama.cpp's server)
     no_usage: bool = False  # the stream carries no usage (llama.cpp's server)
+    raw: bytes | None = None  # a recorded HTTP response, sent byte for byte (golden streams)
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -276,6 +278,8 @@ class _Handler(BaseHTTPRequestHandler):
             record["done"] = time.perf_counter()  # the last byte of the answer is out
 
     def _answer(self, reply: Reply, body: dict) -> None:
+        if reply.raw is not None:
+            return self._replay(reply.raw)
         if self.path not in ROUTES:
             return self._json(404, {"error": {"message": f"no route {self.path}"}})
         if reply.status:
@@ -288,6 +292,16 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             return self._json(200, as_json(reply, model))
         self._stream(list(events(reply, model)), reply)
+
+    def _replay(self, raw: bytes) -> None:
+        """Send a recorded response (status line, headers, framing and body) as it was."""
+        self.close_connection = True
+        try:
+            self.wfile.write(raw)
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+        except OSError:
+            return
 
     def _json(self, status: int, data: dict, headers: dict | None = None) -> None:
         self._raw(status, "application/json", json.dumps(data), headers)
