@@ -171,7 +171,7 @@ def _parse_calls(response) -> list[dict]:
     for tc in response.tool_calls:
         name, raw = tc.function.name, tc.function.arguments or "{}"
         try:
-            args = json.loads(raw)
+            args = json.loads(raw, strict=False)  # raw newlines in strings are common
             error = None if isinstance(args, dict) else f"expected an object, got {args!r:.40}"
         except json.JSONDecodeError as e:
             error = str(e)

@@ -140,7 +140,7 @@ def response_to_blocks(resp: LLMResponse) -> dict:
         blocks.append({"type": "text", "text": resp.content})
     for tc in resp.tool_calls:
         try:
-            args: Any = json.loads(tc.function.arguments or "{}")
+            args: Any = json.loads(tc.function.arguments or "{}", strict=False)
         except json.JSONDecodeError:
             args = {"_raw": tc.function.arguments}
         blocks.append({"type": "tool_use", "id": tc.id, "name": tc.function.name, "input": args})

@@ -85,7 +85,7 @@ def _from_array(reply: str, turn: int, tools: set[str] | frozenset[str]) -> list
 
 def _one(body: str, call_id: str) -> ToolCall:
     try:
-        obj = json.loads(body)
+        obj = json.loads(body, strict=False)
     except json.JSONDecodeError:
         name = _NAME_RE.search(body)
         return ToolCall.make(call_id, name.group(1) if name else "bad_json", body)

@@ -106,6 +106,14 @@ def test_invalid_json_arguments_become_bad_json():
     assert result["result"] == "CURRENT_TASK_DONE"
 
 
+def test_tool_arguments_with_raw_newlines_in_strings_are_accepted():
+    raw = '{"text": "line one\nline two\tend"}'  # control characters JSON wants escaped
+    _, _, client, handler = drive([{"tool_calls": [{"name": "echo", "raw_args": raw}]},
+                                   {"text": "ok"}])
+    assert handler.seen == [(0, 1, "line one\nline two\tend")]
+    assert "not valid JSON" not in client.calls[1]["messages"][0]["content"]
+
+
 def test_non_object_json_arguments_are_bad_json_too():
     for raw in ("null", "[1, 2]", '"text"'):
         _, _, client, handler = drive([{"tool_calls": [{"name": "echo", "raw_args": raw}]},

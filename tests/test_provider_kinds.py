@@ -191,6 +191,19 @@ def test_text_mode_json_array_and_bad_json(home, llm_server):
         json.loads(resp.tool_calls[0].function.arguments)
 
 
+def test_text_mode_call_with_raw_newlines_in_strings_keeps_its_name(home, llm_server):
+    client = client_for(home, llm_server, provider="openai", tool_mode="text")
+    llm_server.queue(Reply(text='<tool_use>{"name": "code_run", "arguments": '
+                                '{"script": "echo a\necho b"}}</tool_use>'), Reply(text="ok"))
+    _, resp = run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
+    call = resp.tool_calls[0]
+    assert call.function.name == "code_run"
+    assert json.loads(call.function.arguments) == {"script": "echo a\necho b"}
+    run_chat(client, [{"role": "user", "content": "next", "tool_results": [
+        {"tool_use_id": call.id, "content": "r"}]}], TOOLS)
+    assert client.history[1]["content"][-1]["input"] == {"script": "echo a\necho b"}
+
+
 CODE_EXAMPLES = [
     'Schemas look like this:\n```python\nname = [{"type": "string"}]\n'
     'age = [{"type": "integer", "minimum": 0}]\n```\nThat is all.',
