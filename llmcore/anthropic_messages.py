@@ -80,7 +80,8 @@ class AnthropicMessages:
             effort = EFFORT.get(prof.reasoning_effort, prof.reasoning_effort)
             kw["output_config"] = {"effort": effort}
         if prof.temperature is not None and prof.thinking in (None, "disabled"):
-            kw["temperature"] = prof.temperature
+            # the SDK has no temperature argument; compatible servers still read the field
+            kw["extra_body"] = {"temperature": prof.temperature}
         return kw
 
     def stream(self, req: Request, resp: LLMResponse) -> Iterator[str]:

@@ -91,6 +91,13 @@ def test_openai_extra_body_fields_reach_the_request(home, llm_server):
     assert second["min_p"] == 0.1 and "grammar" not in second
 
 
+def test_anthropic_temperature_reaches_the_request(home, llm_server):
+    client = client_for(home, llm_server, provider="anthropic", temperature=0.2)
+    llm_server.queue(Reply(text="hi"))
+    _, resp = run_chat(client, [{"role": "user", "content": "go"}])
+    assert resp.content == "hi" and llm_server.bodies()[-1]["temperature"] == 0.2
+
+
 def test_openai_assistant_tool_message_has_empty_string_content(home, llm_server):
     client = client_for(home, llm_server, provider="openai")
     llm_server.queue(Reply(tool_calls=[("file_read", '{"path": "a"}')]), Reply(text="ok"))
