@@ -91,3 +91,31 @@ def test_llamacpp_auto_tool_choice_stream_failure_is_not_an_empty_reply(home, ll
     assert main(["-m", "p", "--config", cfg, "Ask me which colour I like best."]) == 1
     err = capsys.readouterr().err
     assert "empty repl" not in err and len(llm_server.requests) >= 2
+
+
+# ----- llama.cpp's own llama-server (Chat Completions and Messages) ------------------
+def test_llamaserver_text_reply_with_usage(home, llm_server):
+    client = client_for(home, llm_server)
+    llm_server.queue(golden("llamaserver_text"))
+    chunks, resp = run_chat(client, [{"role": "user", "content": "Say hello."}])
+    assert resp.content == "I'm here to help with any creative writing project."
+    assert len(chunks) > 5 and resp.stop_reason == "end_turn"
+    assert (resp.usage.input, resp.usage.output, resp.usage.estimated) == (27, 12, False)
+
+
+def test_llamaserver_max_tokens_stop(home, llm_server):
+    client = client_for(home, llm_server)
+    llm_server.queue(golden("llamaserver_max_tokens"))
+    _, resp = run_chat(client, [{"role": "user", "content": "Count."}])
+    assert resp.stop_reason == "max_tokens" and resp.content == "1. 1\n2. 2\n3."
+
+
+def test_llamaserver_messages_stream_through_the_anthropic_sdk(home, llm_server):
+    client = client_for(home, llm_server, provider="anthropic")
+    llm_server.queue(golden("llamaserver_messages_text"), golden("llamaserver_messages_max_tokens"))
+    chunks, resp = run_chat(client, [{"role": "user", "content": "Say hello."}])
+    assert resp.content == "I'm here to help with any creative writing project."
+    assert len(chunks) > 5 and resp.stop_reason == "end_turn"
+    assert (resp.usage.input, resp.usage.output) == (27, 12)
+    _, resp = run_chat(client, [{"role": "user", "content": "Count."}])
+    assert resp.stop_reason == "max_tokens" and resp.content == "1. 1\n2. 2\n3."

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,13 +72,35 @@ class LlamaServer:
 
 
 def start(log: Path, n_ctx: int = 8192, chat_format: str | None = None) -> LlamaServer:
-    """Start the server on a free loopback port; return once it accepts connections."""
+    """Start llama-cpp-python's server on a free loopback port; return once it listens."""
     port = free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
            "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port),
            "--n_ctx", str(n_ctx), "--n_threads", str(os.cpu_count() or 1), "--verbose", "false"]
     if chat_format:
         cmd += ["--chat_format", chat_format]
+    return _launch(cmd, port, log)
+
+
+def start_cpp(binary: str, log: Path, n_ctx: int = 8192) -> LlamaServer:
+    """Start llama.cpp's own ``llama-server`` binary (used to record golden streams)."""
+    port = free_port()
+    cmd = [binary, "--model", str(model_path()), "--alias", MODEL_ALIAS, "--host", "127.0.0.1",
+           "--port", str(port), "--ctx-size", str(n_ctx), "--threads", str(os.cpu_count() or 1),
+           "--parallel", "1", "--jinja"]
+    server = _launch(cmd, port, log)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:  # it listens at once and answers 503 while loading
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+                return server
+        except OSError:
+            time.sleep(PORT_POLL)
+    server.stop()
+    raise RuntimeError(f"llama-server did not load the model: {_tail(log)}")
+
+
+def _launch(cmd: list[str], port: int, log: Path) -> LlamaServer:
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}  # idle threads yield the shared cores
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
