@@ -24,11 +24,12 @@ ERROR_TYPES = {
     "internal_server_error": 500, "timeout_error": 504, "service_unavailable": 503,
     "authentication_error": 401, "invalid_api_key": 401, "permission_error": 403,
     "invalid_request_error": 400, "request_too_large": 413, "not_found_error": 404,
-    "context_length_exceeded": 400,
+    "context_length_exceeded": 400, "exceed_context_size_error": 400,
 }
 _CONTEXT_RE = re.compile(
-    r"context[ _-]?(length|window)|prompt is too long|too many tokens|maximum context|"
+    r"context[ _-]?(length|window|size)|prompt is too long|too many tokens|maximum context|"
     r"input is too long|reduce the length", re.I)
+CONTEXT_KINDS = ("context_length_exceeded", "exceed_context_size_error")  # OpenAI, llama.cpp
 _OVERLOAD_RE = re.compile(r"overload|temporarily unavailable|try again later", re.I)
 _TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 _TAG_RE = re.compile(r"<[^>]+>")
@@ -204,7 +205,7 @@ def _from_kind(kind: str | None, message: str, in_stream: bool) -> Failure:
 
 
 def _is_context(kind: str | None, message: str) -> bool:
-    return kind == "context_length_exceeded" or bool(_CONTEXT_RE.search(message))
+    return kind in CONTEXT_KINDS or bool(_CONTEXT_RE.search(message))
 
 
 def body_error(body: Any) -> tuple[str | None, str]:

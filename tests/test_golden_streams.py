@@ -110,6 +110,16 @@ def test_llamaserver_max_tokens_stop(home, llm_server):
     assert resp.stop_reason == "max_tokens" and resp.content == "1. 1\n2. 2\n3."
 
 
+def test_llamaserver_context_error_trims_once_then_names_the_context_size(home, llm_server,
+                                                                          capsys):
+    cfg = write_config(home, llm_server, p={"model": "smollm2", "max_retries": 2})
+    llm_server.default = golden("llamaserver_context_overflow")
+    assert main(["-m", "p", "--config", cfg, "Summarise this long text."]) == 1
+    err = capsys.readouterr().err
+    assert len(llm_server.requests) == 2  # one retry after trimming the history, no more
+    assert "exceeds the available context size (512 tokens)" in err and "Traceback" not in err
+
+
 def test_llamaserver_messages_stream_through_the_anthropic_sdk(home, llm_server):
     client = client_for(home, llm_server, provider="anthropic")
     llm_server.queue(golden("llamaserver_messages_text"), golden("llamaserver_messages_max_tokens"))
