@@ -137,6 +137,14 @@ class LLMSession:
             self._providers[prof.name] = cls(prof, self._keys[prof.name])
         return self._providers[prof.name]
 
+    def _drop_provider(self, name: str) -> None:
+        """Close a provider's client, so the next call opens a fresh connection (a server
+        may close one it just broke a stream on, after the client took it back)."""
+        provider = self._providers.pop(name, None)
+        client = getattr(provider, "client", None)
+        if client is not None:
+            client.close()
+
     # ----- the chat turn ----------------------------------------------------------
     def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatStream:
         self._abort.clear()
@@ -288,6 +296,8 @@ class LLMSession:
             if deadline.expired:  # the cut's own error is not what went wrong
                 fail = classify(deadline.failure(fail.url), req.profile.retry_after_cap)
             fail.url = fail.url or str(provider.client.base_url)
+            if not isinstance(fail.status, int):  # below HTTP: the connection may be dead
+                self._drop_provider(req.profile.name)
             if emitted and (fail.in_stream or req.tool_started):
                 log.warning("%s: stream broke after output: %s", self.name, fail.message)
                 resp.tool_calls = []

@@ -53,6 +53,7 @@ class Reply:
     repeat_name: bool = False  # tool-call chunks repeat function.name (llama.cpp's server)
     no_usage: bool = False  # the stream carries no usage (llama.cpp's server)
     raw: bytes | None = None  # a recorded HTTP response, sent byte for byte (golden streams)
+    linger: float = 0.0  # … then keep the connection this long, unread, before closing it
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -279,7 +280,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, reply: Reply, body: dict) -> None:
         if reply.raw is not None:
-            return self._replay(reply.raw)
+            return self._replay(reply.raw, reply.linger)
         if self.path not in ROUTES:
             return self._json(404, {"error": {"message": f"no route {self.path}"}})
         if reply.status:
@@ -293,12 +294,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(200, as_json(reply, model))
         self._stream(list(events(reply, model)), reply)
 
-    def _replay(self, raw: bytes) -> None:
+    def _replay(self, raw: bytes, linger: float) -> None:
         """Send a recorded response (status line, headers, framing and body) as it was."""
         self.close_connection = True
         try:
             self.wfile.write(raw)
             self.wfile.flush()
+            time.sleep(linger)  # a request sent meanwhile on this connection goes unanswered
             self.connection.shutdown(socket.SHUT_WR)
         except OSError:
             return

@@ -84,6 +84,14 @@ def test_llamacpp_empty_200_is_a_dropped_stream_retried_then_a_hint(home, llm_se
     assert "context" in err.lower()  # the hint: the server's context may be too small
 
 
+def test_llamacpp_connection_closed_after_an_empty_200_is_not_reused(home, llm_server):
+    client = client_for(home, llm_server, max_retries=1)
+    dead = Reply(raw=(GOLDEN / "llamacpp_context_overflow.http").read_bytes(), linger=0.3)
+    llm_server.queue(dead, Reply(text="ok"))  # uvicorn closes it a moment after, unasked
+    _, resp = run_chat(client, [{"role": "user", "content": "go"}])
+    assert resp.content == "ok" and len(llm_server.requests) == 2
+
+
 def test_llamacpp_auto_tool_choice_stream_failure_is_not_an_empty_reply(home, llm_server,
                                                                          capsys):
     cfg = write_config(home, llm_server, p={"model": "smollm2", "max_retries": 1})
