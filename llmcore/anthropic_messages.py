@@ -80,8 +80,7 @@ class AnthropicMessages:
             effort = EFFORT.get(prof.reasoning_effort, prof.reasoning_effort)
             kw["output_config"] = {"effort": effort}
         if prof.temperature is not None and prof.thinking in (None, "disabled"):
-            # the SDK has no temperature argument; compatible servers still read the field
-            kw["extra_body"] = {"temperature": prof.temperature}
+            kw["temperature"] = prof.temperature  # the body is ours: no SDK argument needed
         return kw
 
     def stream(self, req: Request, resp: LLMResponse) -> Iterator[str]:
