@@ -419,6 +419,22 @@ def llm_server() -> Iterator[LLMServer]:
     server.stop()
 
 
+KINDS = ["openai", "openai-responses", "anthropic"]
+GO = [{"role": "user", "content": "go"}]
+
+
+def client_for(home: Any, server: LLMServer, **prof: Any) -> Any:
+    """A client for profile ``p`` aimed at ``server``; its provider events (retries,
+    switches) collect in ``client.events``."""
+    import llmcore
+
+    prof.setdefault("model", "test-model")
+    client = llmcore.make_client("p", config_path=write_config(home, server, p=prof), home=home)
+    client.events = []
+    client.on_event = client.events.append
+    return client
+
+
 KIND_PATHS = {"openai": "/v1/chat/completions", "openai-responses": "/v1/responses",
               "anthropic": "/v1/messages"}
 

@@ -7,14 +7,13 @@ import json
 import re
 
 import pytest
-from llm_server import Reply, llm_server, write_config
+from llm_server import KINDS, Reply, llm_server, write_config
 
 from frontends.cli import main
 from frontends.console import LiveRenderer
 
 __all__ = ["llm_server"]  # the fixture
 
-KINDS = ["openai", "openai-responses", "anthropic"]
 KEY = "sk-test-SECRET-4f9a1b"
 
 

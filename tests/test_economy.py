@@ -9,23 +9,26 @@ import json
 from pathlib import Path
 
 import pytest
-from llm_server import KIND_PATHS, Reply, llm_server, run_chat, tool_schema, write_config
+from llm_server import (
+    KIND_PATHS,
+    KINDS,
+    Reply,
+    client_for,
+    llm_server,
+    run_chat,
+    tool_schema,
+    write_config,
+)
 
-import llmcore
 from llmcore.config import load_config
 from llmcore.history import MessageMemo
 from llmcore.openai_chat import OpenAIChat
 from llmcore.session import LLMSession
 
 __all__ = ["llm_server"]
-KINDS = ["openai", "openai-responses", "anthropic"]
 TOOLS = [tool_schema("file_read", path="string")]
 WM = "\n### [WORKING MEMORY]\n<history>\n[Agent] step {n}\n</history>\n<key_info>KEY-{n}</key_info>"
 
-
-def client_for(home, server, **prof):
-    prof.setdefault("model", "test-model")
-    return llmcore.make_client("p", config_path=write_config(home, server, p=prof), home=home)
 
 
 def tool_turns(client, server, turns: int, output: int) -> None:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from llm_server import Reply, llm_server, run_chat, write_config
+from llm_server import GO, Reply, llm_server, run_chat, write_config
 
 import llmcore
 
 __all__ = ["llm_server"]
-GO = [{"role": "user", "content": "go"}]
 
 
 def failover_client(home, server, spring_back=300.0, max_turn_attempts=12):

@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llm_server import Reply, llm_server, run_chat, tool_schema, write_config
+from llm_server import Reply, client_for, llm_server, run_chat, tool_schema, write_config
 
-import llmcore
 from frontends.cli import main
 
 __all__ = ["llm_server"]
@@ -24,13 +23,9 @@ def golden(name: str) -> Reply:
     return Reply(raw=(GOLDEN / f"{name}.http").read_bytes())
 
 
-def client_for(home, server, **prof):
-    cfg = write_config(home, server, p={"model": "smollm2", **prof})
-    return llmcore.make_client("p", config_path=cfg, home=home)
-
 
 def test_llamacpp_text_reply_streams_and_ends_the_turn(home, llm_server):
-    client = client_for(home, llm_server)
+    client = client_for(home, llm_server, model="smollm2")
     llm_server.queue(golden("llamacpp_text"))
     chunks, resp = run_chat(client, [{"role": "user", "content": "Say hello."}])
     assert resp.content == "I'm here to help with any creative writing project."
@@ -41,7 +36,7 @@ def test_llamacpp_text_reply_streams_and_ends_the_turn(home, llm_server):
 def test_llamacpp_tool_name_repeated_in_every_chunk_is_taken_once(home, llm_server):
     raw = (GOLDEN / "llamacpp_tool_call.http").read_bytes()
     assert raw.count(b'"name": "ask_user"') > 10  # the server repeats it in every chunk
-    client = client_for(home, llm_server)
+    client = client_for(home, llm_server, model="smollm2")
     llm_server.queue(golden("llamacpp_tool_call"))
     _, resp = run_chat(client, [{"role": "user", "content": "Ask me."}], [ASK_USER])
     assert [tc.function.name for tc in resp.tool_calls] == ["ask_user"]
@@ -61,7 +56,7 @@ def test_llamacpp_tool_call_runs_the_named_tool(home, llm_server, capsys):
 
 
 def test_llamacpp_max_tokens_stop_is_reported_as_such(home, llm_server, capsys):
-    client = client_for(home, llm_server)
+    client = client_for(home, llm_server, model="smollm2")
     llm_server.queue(golden("llamacpp_max_tokens"))
     _, resp = run_chat(client, [{"role": "user", "content": "Count."}])
     assert resp.stop_reason == "max_tokens" and resp.content == "1. 1\n2. 2\n3."
@@ -85,7 +80,7 @@ def test_llamacpp_empty_200_is_a_dropped_stream_retried_then_a_hint(home, llm_se
 
 
 def test_llamacpp_connection_closed_after_an_empty_200_is_not_reused(home, llm_server):
-    client = client_for(home, llm_server, max_retries=1)
+    client = client_for(home, llm_server, model="smollm2", max_retries=1)
     dead = Reply(raw=(GOLDEN / "llamacpp_context_overflow.http").read_bytes(), linger=0.3)
     llm_server.queue(dead, Reply(text="ok"))  # uvicorn closes it a moment after, unasked
     _, resp = run_chat(client, [{"role": "user", "content": "go"}])
@@ -103,7 +98,7 @@ def test_llamacpp_auto_tool_choice_stream_failure_is_not_an_empty_reply(home, ll
 
 # ----- llama.cpp's own llama-server (Chat Completions and Messages) ------------------
 def test_llamaserver_text_reply_with_usage(home, llm_server):
-    client = client_for(home, llm_server)
+    client = client_for(home, llm_server, model="smollm2")
     llm_server.queue(golden("llamaserver_text"))
     chunks, resp = run_chat(client, [{"role": "user", "content": "Say hello."}])
     assert resp.content == "I'm here to help with any creative writing project."
@@ -112,7 +107,7 @@ def test_llamaserver_text_reply_with_usage(home, llm_server):
 
 
 def test_llamaserver_max_tokens_stop(home, llm_server):
-    client = client_for(home, llm_server)
+    client = client_for(home, llm_server, model="smollm2")
     llm_server.queue(golden("llamaserver_max_tokens"))
     _, resp = run_chat(client, [{"role": "user", "content": "Count."}])
     assert resp.stop_reason == "max_tokens" and resp.content == "1. 1\n2. 2\n3."
@@ -129,7 +124,7 @@ def test_llamaserver_context_error_trims_once_then_names_the_context_size(home, 
 
 
 def test_llamaserver_messages_stream_through_the_anthropic_sdk(home, llm_server):
-    client = client_for(home, llm_server, provider="anthropic")
+    client = client_for(home, llm_server, model="smollm2", provider="anthropic")
     llm_server.queue(golden("llamaserver_messages_text"), golden("llamaserver_messages_max_tokens"))
     chunks, resp = run_chat(client, [{"role": "user", "content": "Say hello."}])
     assert resp.content == "I'm here to help with any creative writing project."

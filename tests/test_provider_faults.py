@@ -8,23 +8,22 @@ import json
 import socket
 
 import pytest
-from llm_server import KIND_PATHS, Reply, llm_server, run_chat, tool_schema, write_config
+from llm_server import (
+    GO,
+    KIND_PATHS,
+    KINDS,
+    Reply,
+    client_for,
+    llm_server,
+    run_chat,
+    tool_schema,
+)
 
 import llmcore
 from llmcore.openai_chat import add_name
 
 __all__ = ["llm_server"]
-KINDS = ["openai", "openai-responses", "anthropic"]
-GO = [{"role": "user", "content": "go"}]
 
-
-def client_for(home, server, **prof):
-    prof.setdefault("model", "test-model")
-    cfg = write_config(home, server, p=prof)
-    client = llmcore.make_client("p", config_path=cfg, home=home)
-    client.events = []
-    client.on_event = client.events.append
-    return client
 
 
 def url_of(server, kind: str) -> str:

@@ -5,20 +5,22 @@ from __future__ import annotations
 import json
 
 import pytest
-from llm_server import KIND_PATHS, Reply, llm_server, run_chat, tool_schema, write_config
+from llm_server import (
+    KIND_PATHS,
+    KINDS,
+    Reply,
+    client_for,
+    llm_server,
+    run_chat,
+    tool_schema,
+)
 
 import llmcore
 from llmcore.base import ThinkingChunk
 
 __all__ = ["llm_server"]
-KINDS = ["openai", "openai-responses", "anthropic"]
 TOOLS = [tool_schema("file_read", path="string"), tool_schema("code_run", script="string")]
 
-
-def client_for(home, server, **prof):
-    prof.setdefault("model", "test-model")
-    cfg = write_config(home, server, p=prof)
-    return llmcore.make_client("p", config_path=cfg, home=home)
 
 
 def native_turn(text: str = "Reading both.") -> Reply:

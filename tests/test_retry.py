@@ -5,23 +5,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-from llm_server import KIND_PATHS, Reply, llm_server, run_chat, write_config
+from llm_server import GO, KIND_PATHS, KINDS, Reply, client_for, llm_server, run_chat
 
 import llmcore
 from llmcore.retry import classify
 
 __all__ = ["llm_server"]
-KINDS = ["openai", "openai-responses", "anthropic"]
-GO = [{"role": "user", "content": "go"}]
 
-
-def client_for(home, server, **prof):
-    prof.setdefault("model", "test-model")
-    cfg = write_config(home, server, p=prof)
-    client = llmcore.make_client("p", config_path=cfg, home=home)
-    client.events = []
-    client.on_event = client.events.append
-    return client
 
 
 @pytest.mark.parametrize("kind", KINDS)
