@@ -39,16 +39,16 @@ from memory.prompt import (
     memory_read_tip,
 )
 from memory.store import MemoryStore
-from tools import clip, files
+from tools import clip, files, web
 from tools.code_run import code_run, last_code_block
 from tools.fsutil import atomic_write, take_file
 from tools.spec import tool, tools_schema
 from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env
+from tools.web import execute, scan
+from tools.web.browser import Browser
 
 CODE_OUTPUT_CHARS = 10_000
 READ_OUTPUT_CHARS = 15_000
-OFFERED_LATER = {name: "the browser tools are not available in this version"
-                 for name in ("web_scan", "web_execute_js")}
 USER_TOOLS = ("ask_user", "start_long_term_update")
 STALE_PREFIX = "[Note] key_info"
 STREAMED = {"text": "delta", "thinking": "delta", "progress": "text"}  # event type -> its text
@@ -244,6 +244,53 @@ class GenericAgentHandler(BaseHandler):
         yield f"[Action] Patching file: {path}\n"
         result = files.file_patch(p, old_content, files.expand_file_refs(new_content, self.cwd),
                                   abort=self.abort_event)
+        return StepOutcome(result, next_prompt=self._anchor(_index))
+
+    @tool(aliases={"tab_id": "switch_tab_id"})
+    def do_web_scan(self, tabs_only: bool = False, switch_tab_id: str | None = None,
+                    text_only: bool = False, viewport: bool = False, *,
+                    response: Any = None, _index: int = 0):
+        """See the browser: the open tabs and the current page as text, its interactive
+        elements numbered [N] (use them as ga(N) in web_execute_js). Also switches tabs.
+
+        Args:
+            tabs_only: Only list the tabs, without the page (saves tokens).
+            switch_tab_id: Id of the tab to switch to first, as listed in tabs.
+            text_only: Plain text without [N] markers.
+            viewport: Only what is around the visible screen (scroll there with JS first).
+        """
+        yield f"[Action] Scanning the browser{' tabs' if tabs_only else ' page'}\n"
+        text = scan.web_scan(self.parent.browser, tabs_only, switch_tab_id, text_only, viewport,
+                             budget=web.reply_budget(web.SCAN_CHARS, self.parent.llmclient,
+                                                     response))
+        return StepOutcome(text, next_prompt=self._anchor(_index))
+
+    @tool(aliases={"tab_id": "switch_tab_id", "code": "script"})
+    def do_web_execute_js(self, script: str = "", switch_tab_id: str | None = None,
+                          save_to_file: str | None = None, no_monitor: bool = False,
+                          timeout: int = execute.DEFAULT_TIMEOUT, *,
+                          response: Any = None, _index: int = 0):
+        """Run JavaScript in the current page for full control: navigate, click, fill, read.
+        Top-level await works; the last expression's value (or a return) comes back, with
+        the DOM changes, navigation, new tabs and dialogs it caused. ga(N) is element [N]
+        of the last web_scan. After a navigation, act on the new page in the next call.
+
+        Args:
+            script: JavaScript code or a .js file path; if omitted, the last ```javascript
+                block of your reply runs.
+            switch_tab_id: Id of the tab to run in (switches to it).
+            save_to_file: Write the whole return value to this file; return a preview.
+            no_monitor: Do not wait for and report DOM changes (faster).
+            timeout: Seconds before the script is terminated.
+        """
+        code = execute.resolve_script(script, getattr(response, "content", "") or "", self.cwd)
+        if not code.strip():
+            return StepOutcome({"status": "error", "msg": self.t("js_missing")}, next_prompt="\n")
+        yield f"[Action] Running JavaScript in the browser: {squeeze(code, 60)}\n"
+        result = execute.web_execute_js(
+            self.parent.browser, code, switch_tab_id, no_monitor, timeout, self.abort_event,
+            budget=web.reply_budget(web.EXEC_CHARS, self.parent.llmclient, response),
+            save_to=self.resolve(save_to_file) if save_to_file else None)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool
@@ -516,7 +563,8 @@ class GenericAgent:
                  disabled_tools: tuple | dict = (), task_dir: str | Path | None = None,
                  hooks: Hooks | None = None, redactor: Redactor | None = None,
                  env_policy: EnvPolicy | None = None,
-                 max_calls_per_turn: int = MAX_CALLS_PER_TURN) -> None:
+                 max_calls_per_turn: int = MAX_CALLS_PER_TURN,
+                 browser: web.BrowserConfig | None = None) -> None:
         self.llmclient = client
         self.home = Path(home)
         self.cwd = Path(cwd).absolute()
@@ -533,10 +581,13 @@ class GenericAgent:
         self.max_turns = max_turns
         self.verbose = verbose
         self.handler_cls = handler_cls or GenericAgentHandler
+        self.browser_config = browser or web.BrowserConfig()
+        reason = web.unavailable_reason(self.browser_config)
         # tool name -> why it is not offered to the model (the one place that decides)
-        self.unavailable: dict[str, str] = dict(OFFERED_LATER)
+        self.unavailable: dict[str, str] = dict.fromkeys(web.WEB_TOOLS, reason) if reason else {}
         self.unavailable.update(disabled_tools if isinstance(disabled_tools, dict)
                                 else dict.fromkeys(disabled_tools, "turned off for this run"))
+        self._browser: Browser | None = None
         self.task_dir = Path(task_dir) if task_dir else None
         self.hooks = hooks or Hooks()
         self.history_info: list[str] = []
@@ -559,6 +610,18 @@ class GenericAgent:
 
     def tools_schema(self) -> list[dict]:
         return tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
+
+    @property
+    def browser(self) -> Browser:
+        """The web tools' browser: started (or attached) at the first web call."""
+        if self._browser is None:
+            self._browser = Browser(self.browser_config)
+        return self._browser
+
+    def close(self) -> None:
+        """Release what the agent holds: a launched browser ends, an attached one is left."""
+        if self._browser is not None:
+            self._browser.close()
 
     def system_prompt(self) -> str:
         """Role, date, memory structure and L1; a profile's extra_sys_prompt is added by

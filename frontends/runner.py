@@ -86,6 +86,7 @@ def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = Non
     from ga import USER_TOOLS, GenericAgent, Settings
     from llmcore.config import open_config, tools_settings
     from llmcore.secrets import EnvPolicy, Redactor
+    from tools.web import BrowserConfig
 
     from .plugins import handler_with_plugins
 
@@ -93,6 +94,7 @@ def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = Non
     settings = Settings.from_dict(cfg.agent, cfg.path)
     tools = tools_settings(cfg)
     env_policy = EnvPolicy.from_config(cfg)
+    browser = BrowserConfig.from_dict(cfg.browser, cfg.path)
     disabled = dict.fromkeys(USER_TOOLS, "--no-user-tools") if args.no_user_tools else {}
     return GenericAgent(client, home=home, cwd=work_dir(args),
                         max_turns=getattr(args, "max_turns", 100), verbose=args.verbose,
@@ -100,7 +102,7 @@ def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = Non
                         hooks=api.hooks, task_dir=getattr(args, "task_dir", None),
                         settings=settings, env_policy=env_policy,
                         redactor=redactor or Redactor.from_config(cfg, env_policy),
-                        max_calls_per_turn=tools.max_calls_per_turn)
+                        max_calls_per_turn=tools.max_calls_per_turn, browser=browser)
 
 
 class TokenBudget:

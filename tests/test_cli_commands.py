@@ -138,7 +138,8 @@ def register(api):
 '''
 
 
-def test_tools_lists_sources_and_why_a_tool_is_not_offered(tmp_path, capsys):
+def test_tools_lists_sources_and_why_a_tool_is_not_offered(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GA_CHROMIUM", str(tmp_path / "no-chromium"))
     plugin = tmp_path / "shout.py"
     plugin.write_text(PLUGIN)
     assert main(["tools", "--plugin", str(plugin), "--no-user-tools"]) == 0
@@ -146,7 +147,8 @@ def test_tools_lists_sources_and_why_a_tool_is_not_offered(tmp_path, capsys):
     assert "built-in" in rows["code_run"] and rows["code_run"].endswith("offered")
     assert str(plugin) in rows["shout"] and rows["shout"].endswith("offered")
     assert rows["ask_user"].endswith("not offered: --no-user-tools")
-    assert "not offered: the browser tools" in rows["web_scan"]
+    assert "not offered: $GA_CHROMIUM names" in rows["web_scan"]
+    assert "apt-get install chromium" in rows["web_execute_js"]
     assert "no_tool" not in rows
 
 

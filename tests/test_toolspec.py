@@ -53,12 +53,16 @@ def test_builtin_tools_offered_and_hidden_ones_not():
     assert "no_tool" not in names
 
 
-def test_agent_does_not_offer_browser_tools_or_disabled_user_tools(home):
+def test_agent_does_not_offer_disabled_user_tools_or_web_tools_without_a_browser(home, tmp_path):
     from llmcore.scripted import ScriptedClient
+    from tools.web import BrowserConfig
 
-    agent = GenericAgent(ScriptedClient([]), home=home, disabled_tools=("ask_user",))
+    missing = BrowserConfig(executable=str(tmp_path / "no-chromium"))
+    agent = GenericAgent(ScriptedClient([]), home=home, disabled_tools=("ask_user",),
+                         browser=missing)
     names = {s["function"]["name"] for s in agent.tools_schema()}
     assert "ask_user" not in names and "web_scan" not in names and "file_read" in names
+    assert "no-chromium" in agent.unavailable["web_execute_js"]
 
 
 def test_every_builtin_tool_has_chinese_texts():

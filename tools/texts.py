@@ -64,6 +64,9 @@ EN: dict[str, str] = {
     "long_prompt": (
         "{head}\n\n[The full request ({n} chars) is saved in {path}. Read it with file_read "
         "before acting.]"),
+    "js_missing": (
+        "[Error] No script given: pass 'script' (code or a .js path) or put a ```javascript "
+        "block in the reply."),
 }
 
 ZH: dict[str, str] = {
@@ -129,6 +132,8 @@ ZH: dict[str, str] = {
         "tent>...</file_content>。"
     ),
     "long_prompt": "{head}\n\n[完整请求（{n} 字符）已保存在 {path}，请先用 file_read 读取再行动。]",
+    "js_missing": (
+        "[Error] 缺少脚本：请传 'script'（代码或 .js 路径），或在回复中放 ```javascript 代码块。"),
 }
 
 TABLES = {"en": EN, "zh": ZH}
@@ -173,6 +178,25 @@ TOOL_TEXT_ZH: dict[str, dict] = {
     "ask_user": {
         "description": "向用户提问并等待回答（结束本轮运行）。",
         "params": {"question": "问题", "candidates": "可选的候选答案"}},
+    "web_scan": {
+        "description": (
+            "查看浏览器：标签页列表和当前页面的文本，可交互元素编号为 [N]（在 web_execute_js 中"
+            "用 ga(N) 引用）。也可切换标签页。"),
+        "params": {"tabs_only": "只列出标签页，不读页面（省 token）",
+                   "switch_tab_id": "先切换到此标签页 id（见 tabs 列表）",
+                   "text_only": "纯文本，不带 [N] 标记",
+                   "viewport": "只读可见屏幕附近的内容（先用 JS 滚动到那里）"}},
+    "web_execute_js": {
+        "description": (
+            "在当前页面执行 JavaScript，完全控制浏览器：导航、点击、填写、读取。支持顶层 "
+            "await；返回最后一个表达式的值（或 return 的值），并报告引起的 DOM 变化、导航、新标签页"
+            "和对话框。ga(N) 是上次 web_scan 的元素 [N]。导航后，在下一次调用中操作新页面。"),
+        "params": {"script": "JavaScript 代码或 .js 文件路径；省略时运行回复中最后一个 "
+                             "```javascript 代码块",
+                   "switch_tab_id": "在此标签页 id 中运行（并切换过去）",
+                   "save_to_file": "把完整返回值写入此文件，只返回预览",
+                   "no_monitor": "不等待也不报告 DOM 变化（更快）",
+                   "timeout": "超时秒数，超时后终止脚本"}},
     "start_long_term_update": {
         "description": "任务完成后，把经过验证、长期有效的事实提炼进长期记忆。",
         "params": {}},

@@ -1,0 +1,297 @@
+"""The browser's life: started lazily, never outliving the runtime, attached browsers left
+alone, a crash or a missing browser reported to the model (SPEC §9)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from web_site import need_browser, web_site
+
+from ga import GenericAgent
+from llmcore.base import ConfigError
+from llmcore.scripted import ScriptedClient
+from tools.web import BrowserConfig, budget, web_calls
+from tools.web.browser import Browser
+from tools.web.cdp import Connection
+from tools.web.execute import web_execute_js
+from tools.web.launch import DEBIAN_CHROMIUM, attach_url
+from tools.web.scan import web_scan
+
+__all__ = ["web_site"]
+ROOT = Path(__file__).resolve().parent.parent
+EXIT_WAIT = 10.0
+
+
+def running_with(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line mentions ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def wait_exit(pid: int, timeout: float = EXIT_WAIT) -> bool:
+    """Wait for any process to end, on its pidfd (no polling)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def short_temp():
+    """A temp dir with a short path (Chromium's socket paths must stay under 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="ga-test-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def ga_env(tmp_path: Path, temp: Path) -> dict:
+    return {**os.environ, "GA_HOME": str(tmp_path / "h"), "PYTHONPATH": str(ROOT),
+            "TMPDIR": str(temp)}
+
+
+def scan_script(tmp_path: Path, then: list[dict]) -> str:
+    steps = [{"text": "<summary>look</summary>", "tool_calls": [{"name": "web_scan", "args": {}}]},
+             *then]
+    path = tmp_path / "script.yaml"
+    path.write_text(yaml.safe_dump(steps), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def test_nothing_is_left_after_ga_exits(tmp_path, short_temp):
+    need_browser()
+    env = ga_env(tmp_path, short_temp)
+    model = scan_script(tmp_path, [{"text": "seen"}])
+    proc = subprocess.run([sys.executable, str(ROOT / "ga.py"), "--json", "-m", model, "look"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    results = [json.loads(x) for x in proc.stdout.splitlines() if '"tool_result"' in x]
+    assert results[0]["data"].startswith('{"status": "success"')
+    assert running_with(env["TMPDIR"]) == []
+    assert os.listdir(env["TMPDIR"]) == []
+
+
+def test_nothing_is_left_after_ctrl_c(tmp_path, short_temp):
+    need_browser()
+    env = ga_env(tmp_path, short_temp)
+    sleep = {"name": "code_run", "args": {"script": "sleep 60", "type": "bash"}}
+    long_run = {"text": "<summary>wait</summary>", "tool_calls": [sleep]}
+    model = scan_script(tmp_path, [long_run])
+    proc = subprocess.Popen([sys.executable, str(ROOT / "ga.py"), "--json", "-m", model, "look"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    for line in proc.stdout:
+        if '"tool_call"' in line and "code_run" in line:
+            break
+    assert running_with(env["TMPDIR"]), "the browser should be running now"
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
+    assert running_with(env["TMPDIR"]) == []
+    assert [p for p in os.listdir(env["TMPDIR"]) if p.startswith("ga-chromium")] == []
+
+
+HOLDER = """
+import json, sys
+from tools.web.browser import Browser
+b = Browser()
+b.tab()
+print(json.dumps({"browser": b.launched.proc.pid, "watcher": b.launched.watcher.pid,
+                  "run_dir": str(b.launched.run_dir)}), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGABRT])
+def test_browser_dies_and_its_files_go_when_the_runtime_is_killed(tmp_path, short_temp, sig):
+    need_browser()
+    env = ga_env(tmp_path, short_temp)
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    info = json.loads(proc.stdout.readline())
+    assert Path(info["run_dir"], "profile").is_dir()
+    proc.send_signal(sig)
+    proc.wait(timeout=10)
+    assert wait_exit(info["browser"]) and wait_exit(info["watcher"])
+    assert running_with(info["run_dir"]) == []
+    assert not Path(info["run_dir"]).exists()
+    assert [p for p in os.listdir(env["TMPDIR"]) if p.startswith("org.chromium")] == []
+
+
+@pytest.fixture
+def users_browser(short_temp, web_site):
+    """A Chromium the user started with --remote-debugging-port, with two tabs."""
+    need_browser()
+    profile = short_temp
+    argv = [os.environ.get("GA_CHROMIUM") or DEBIAN_CHROMIUM, "--headless", "--disable-gpu",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-sandbox", f"--user-data-dir={profile}",
+            "--remote-debugging-port=0", web_site("/nav1.html")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, env={**os.environ, "TMPDIR": str(profile)})
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + 20
+    while proc.poll() is None and time.monotonic() < deadline:
+        if len(port_file.exists() and port_file.read_text().split() or []) == 2:
+            break
+        time.sleep(0.02)  # the browser writes this file once it listens
+    url = f"http://127.0.0.1:{port_file.read_text().split()[0]}"
+    user = Connection(attach_url(url))
+    user.call("Target.createTarget", {"url": web_site("/nav2.html")})  # in front
+    yield proc, url, user
+    user.close()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def page_targets(conn: Connection) -> list[tuple[str, str]]:
+    infos = conn.call("Target.getTargets")["targetInfos"]
+    return sorted((i["targetId"], i["url"]) for i in infos if i["type"] == "page")
+
+
+def test_attach_scans_the_visible_tab_and_leaves_the_browser_running(users_browser):
+    proc, url, user = users_browser
+    before = page_targets(user)
+    assert len(before) == 2
+    browser = Browser(BrowserConfig(cdp_url=url))
+    out = web_scan(browser)
+    assert "PAGE-TWO-BODY" in out and browser.launched is None
+    browser.close()
+    assert proc.poll() is None
+    assert page_targets(user) == before
+
+
+def test_a_crashed_browser_is_reported_and_the_next_call_starts_a_new_one(web_site):
+    need_browser()
+    browser = Browser()
+    try:
+        browser.tab()
+        first = browser.launched
+        web_site.server.hooks["/crash"] = lambda: os.kill(first.proc.pid, signal.SIGKILL)
+        r = web_execute_js(browser, f"await fetch('{web_site('/crash')}'); "
+                           "await new Promise(r => setTimeout(r, 10000))")
+        assert r["status"] == "failed"
+        assert "the next web call starts the browser again" in r["error"]
+        r = web_execute_js(browser, "1 + 1", no_monitor=True)
+        assert r["status"] == "success" and r["js_return"] == 2
+        assert "a new one was started" in r["note"]
+        assert browser.launched is not first and not first.run_dir.exists()
+    finally:
+        browser.close()
+
+
+def test_no_browser_means_no_web_tools_and_a_hint_when_called_anyway(home, tmp_path):
+    missing = BrowserConfig(executable=str(tmp_path / "nope" / "chromium"))
+    script = [{"text": "<summary>try</summary>", "tool_calls": [{"name": "web_scan", "args": {}}]},
+              {"text": "could not browse"}]
+    agent = GenericAgent(ScriptedClient(script), home=home, cwd=tmp_path, browser=missing)
+    names = {s["function"]["name"] for s in agent.tools_schema()}
+    assert not names & {"web_scan", "web_execute_js"} and "code_run" in names
+    assert "apt-get install chromium" in agent.unavailable["web_scan"]
+    events = list(agent.run_task("browse"))
+    result = next(e for e in events if e["type"] == "tool_result")["data"]
+    assert json.loads(result)["status"] == "error" and "apt-get install chromium" in result
+    assert events[-1]["result"] == "CURRENT_TASK_DONE"
+
+
+def test_executable_comes_from_config_then_ga_chromium(monkeypatch, tmp_path):
+    monkeypatch.setenv("GA_CHROMIUM", str(tmp_path / "env-chromium"))
+    assert "$GA_CHROMIUM" in BrowserConfig().unavailable_reason()
+    fake = tmp_path / "my-chrome"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    assert BrowserConfig(executable=str(fake)).find_executable() == str(fake)
+    assert BrowserConfig(cdp_url="http://127.0.0.1:9").unavailable_reason() is None
+
+
+@pytest.mark.parametrize("section, field", [
+    ({"colour": "red"}, "browser.colour"),
+    ({"mode": "borrow"}, "browser.mode"),
+    ({"headless": "yes"}, "browser.headless"),
+    ({"cdp_url": "127.0.0.1:9222"}, "browser.cdp_url"),
+    ({"window_size": "big"}, "browser.window_size"),
+])
+def test_bad_browser_config_names_the_key(section, field):
+    with pytest.raises(ConfigError) as err:
+        BrowserConfig.from_dict(section, "config.yaml")
+    assert err.value.field == field
+
+
+def test_browser_config_values(monkeypatch):
+    cfg = BrowserConfig.from_dict({"window_size": "1024x768", "cdp_url": "ws://h:1/x"})
+    assert cfg.window_size == (1024, 768) and cfg.attach
+    assert not BrowserConfig.from_dict({"mode": "launch", "cdp_url": "ws://h:1/x"}).attach
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert BrowserConfig().is_headless() and not BrowserConfig(headless=False).is_headless()
+
+
+def test_bad_browser_config_exits_2_naming_file_and_key(tmp_path, capsys):
+    from frontends.cli import main
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"browser": {"mode": "borrow"}}), encoding="utf-8")
+    script = tmp_path / "s.yaml"
+    script.write_text(yaml.safe_dump([{"text": "hi"}]), encoding="utf-8")
+    assert main(["--config", str(cfg), "-m", f"scripted:{script}", "hi"]) == 2
+    err = capsys.readouterr().err
+    assert str(cfg) in err and "browser.mode" in err
+
+
+def test_budget_scales_with_the_context_window_and_splits_among_web_calls():
+    assert budget(35_000) == 35_000
+    assert budget(35_000, context_win=70_000) == 70_000
+    assert budget(35_000, context_win=1_000_000) == 105_000
+    assert budget(35_000, context_win=8_000) == 35_000
+    assert budget(8_000, context_win=35_000, calls=2) == 4_000
+
+    class Call:
+        def __init__(self, name):
+            self.function = type("F", (), {"name": name})()
+
+    reply = type("R", (), {"tool_calls": [Call("web_scan"), Call("code_run"),
+                                          Call("web_execute_js")]})()
+    assert web_calls(reply) == 2 and web_calls(None) == 1
+
+
+def test_agent_runs_web_tools_and_closes_its_browser(run_agent, web_site):
+    need_browser()
+    url = web_site("/nav1.html")
+    script = [
+        {"text": "<summary>go</summary>", "tool_calls": [
+            {"name": "web_execute_js", "args": {"script": f"location.href = '{url}'"}}]},
+        {"text": "<summary>look</summary>", "tool_calls": [
+            {"name": "web_scan", "args": {"text_only": "true"}}]},
+        {"text": "page one it is"},
+    ]
+    agent, client, events = run_agent(script)
+    results = [e["data"] for e in events if e["type"] == "tool_result"]
+    assert results[0]["navigated"]["title"] == "Page one"
+    assert "PAGE-ONE-BODY" in results[1]
+    assert any(t["function"]["name"] == "web_scan" for t in client.calls[0]["tools"])
+    launched = agent.browser.launched
+    agent.close()
+    assert wait_exit(launched.proc.pid) and not launched.run_dir.exists()

@@ -1,0 +1,153 @@
+"""web_scan on a real Chromium: the page as text, its controls, tabs (SPEC §9)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from web_site import PARAGRAPHS, SECRET_PASSWORD, goto, web_browser, web_site
+
+from tools.web.execute import web_execute_js
+from tools.web.scan import web_scan
+
+__all__ = ["web_browser", "web_site"]
+
+
+def scan(browser, **kw) -> tuple[dict, str]:
+    out = web_scan(browser, **kw)
+    head, _, rest = out.partition("\n```text\n")
+    return json.loads(head), rest.removesuffix("\n```")
+
+
+def test_scan_envelope_names_tabs_and_first_line_describes_the_page(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    meta, text = scan(web_browser)
+    assert meta["status"] == "success"
+    active = meta["metadata"]["active_tab"]
+    tab = next(t for t in meta["metadata"]["tabs"] if t["id"] == active)
+    assert tab == {"id": active, "url": web_site("/nav1.html"), "title": "Page one"}
+    first = text.splitlines()[0]
+    assert re.fullmatch(r"\[page\] Page one \| .*/nav1\.html \| scroll 0/\d+ px \| 2 interactive",
+                        first), first
+
+
+def test_long_article_keeps_every_paragraph_or_marks_the_cut(web_browser, web_site):
+    goto(web_browser, web_site("/article.html"))
+    _, text = scan(web_browser)
+    assert "# A long article" in text
+    for i in range(1, 60):  # the original cut an article's 59 <p> to 3 items
+        assert f"Paragraph {i}:" in text
+    _, small = scan(web_browser, budget=6000)
+    assert len(small) < 6500
+    marker = re.search(r"\[TRUNCATED at y=(\d+) of (\d+) px\]", small)
+    assert marker and int(marker.group(1)) < int(marker.group(2))
+    assert "END-OF-ARTICLE" not in small
+
+
+def test_text_far_below_is_reachable_by_scrolling_and_viewport_mode(web_browser, web_site):
+    goto(web_browser, web_site("/article.html"))
+    web_execute_js(web_browser, "window.scrollTo(0, document.body.scrollHeight)")
+    _, text = scan(web_browser, viewport=True, budget=20_000)
+    assert f"Paragraph {PARAGRAPHS}: END-OF-ARTICLE" in text
+    assert "Paragraph 1:" not in text
+    y = int(re.search(r"scroll (\d+)/", text).group(1))
+    assert y > 5000
+
+
+def test_form_shows_labels_values_states_and_masks_the_password(web_browser, web_site):
+    goto(web_browser, web_site("/form.html"))
+    _, text = scan(web_browser)
+    assert SECRET_PASSWORD not in text
+    assert 'input type=email "Email address" value="ann@example.com"' in text
+    assert 'input type=password "Password" value="••••"' in text
+    assert 'checkbox [x] "Remember me"' in text
+    assert 'checkbox [ ] "Send newsletter"' in text
+    assert 'select "Colour" = "Green" {Red | Green* | Blue}' in text
+    assert 'textarea "Notes" value="first line"' in text
+    assert 'input type=text "Coupon" (disabled)' in text
+    assert 'button "Pay now" (disabled)' in text
+    assert re.search(r'\[\d+\]button "Cancel"(?! \(disabled\))', text)
+    assert "Remember me" not in text.replace('"Remember me"', "")  # label shown once
+
+
+def test_hidden_elements_of_every_kind_are_absent(web_browser, web_site):
+    goto(web_browser, web_site("/hidden.html"))
+    _, text = scan(web_browser)
+    assert "VISIBLE-OK" in text and "Summary shown" in text
+    assert "[dialog]\nOPEN-DIALOG-TEXT\n[/dialog]" in text
+    assert "HIDDEN" not in text, text
+
+
+def test_a_page_that_renders_late_is_read_once_it_has_rendered(web_browser, web_site):
+    goto(web_browser, web_site("/late.html"))
+    _, text = scan(web_browser)
+    assert "LATE-CONTENT-ARRIVED" in text and "Loading" not in text
+
+
+def test_3000_item_list_is_cut_to_its_first_items_within_budget(web_browser, web_site):
+    goto(web_browser, web_site("/items.html?n=3000"))
+    meta, text = scan(web_browser, budget=35_000)
+    assert len(text) < 2_000
+    assert "- Item number 10" in text and "Item number 11" not in text
+    assert "[… 2990 more similar items]" in text
+    assert "AFTER-LIST" in text
+
+
+def test_same_origin_iframe_is_inlined_and_its_elements_usable(web_browser, web_site):
+    goto(web_browser, web_site("/iframe.html"))
+    _, text = scan(web_browser)
+    assert "OUTER-TEXT" in text and "INSIDE-FRAME" in text
+    n = re.search(r'\[(\d+)\]button "Frame button"', text).group(1)
+    result = web_execute_js(web_browser, f"ga({n}).click(); ga({n}).textContent")
+    assert result["js_return"] == "Clicked inside"
+
+
+def test_open_shadow_root_is_inlined_with_its_slotted_content(web_browser, web_site):
+    goto(web_browser, web_site("/shadow.html"))
+    _, text = scan(web_browser)
+    assert "## SHADOW-HEADING" in text
+    assert text.index("SHADOW-HEADING") < text.index("SLOTTED-TEXT") < text.index("Shadow button")
+    assert re.search(r'\[\d+\]button "Shadow button"', text)
+
+
+def test_text_only_has_no_markers(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    _, text = scan(web_browser, text_only=True)
+    assert "Go to page two" in text and "PAGE-ONE-BODY" in text
+    assert not re.search(r"\[\d+\]", text) and "interactive" not in text
+
+
+def test_tabs_only_lists_tabs_without_the_page(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    out = web_scan(web_browser, tabs_only=True)
+    meta = json.loads(out)
+    assert meta["metadata"]["tabs_count"] == len(meta["metadata"]["tabs"]) >= 1
+    assert "```" not in out
+
+
+def test_unknown_tab_id_is_an_error_listing_the_tabs(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    meta = json.loads(web_scan(web_browser, switch_tab_id="99"))
+    assert meta["status"] == "error"
+    assert "no tab '99'" in meta["msg"] and "/nav1.html" in meta["msg"]
+    result = web_execute_js(web_browser, "1", switch_tab_id="99")
+    assert result["status"] == "failed" and "no tab '99'" in result["error"]
+
+
+def test_long_urls_in_the_tab_list_are_cut(web_browser, web_site):
+    url = web_site("/nav2.html?" + "q" * 80)
+    goto(web_browser, url)
+    meta, _ = scan(web_browser)
+    tab = meta["metadata"]["tabs"][int(meta["metadata"]["active_tab"]) - 1]
+    assert tab["url"] == url[:50] + "..."
+
+
+def test_no_tab_left_opens_one(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    for target in list(web_browser.targets):
+        web_browser.conn.call("Target.closeTarget", {"targetId": target})
+    assert web_browser.wait_targets(lambda: not web_browser.targets, 10)
+    meta, text = scan(web_browser)
+    assert meta["status"] == "success", meta
+    assert meta["metadata"]["tabs_count"] == 1
+    assert "about:blank" in text.splitlines()[0]

@@ -1,0 +1,187 @@
+"""Pages for the web tool tests, served on 127.0.0.1 by a real HTTP server, and a browser.
+
+``web_site`` serves ``PAGES`` (plus ``/slow-data``, answered after ``LATE_DELAY`` s, and
+``/items.html?n=N``); ``web_browser`` is one real Chromium for a whole test module.
+Without a browser on the machine the tests that need one are skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tools.web import BrowserConfig, unavailable_reason
+from tools.web.browser import Browser
+from tools.web.execute import web_execute_js
+
+LATE_DELAY = 0.5  # seconds /slow-data takes: the late page renders after it
+SHUTDOWN_POLL_SECONDS = 0.01
+SECRET_PASSWORD = "hunter2-secret"
+PARAGRAPHS = 150
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+            f"<body>{body}</body></html>")
+
+
+def _article() -> str:
+    words = "the quick brown fox jumps over the lazy dog while the cat sleeps " * 6
+    paras = "".join(f"<p>Paragraph {i}: {words}</p>" for i in range(1, PARAGRAPHS))
+    return _page("Long article", f"<article><h1>A long article</h1>{paras}"
+                 f"<p>Paragraph {PARAGRAPHS}: END-OF-ARTICLE</p></article>")
+
+
+FORM = f"""
+<h1>Sign in</h1>
+<form>
+ <label for="email">Email address</label> <input id="email" type="email" value="ann@example.com">
+ <label>Password <input type="password" value="{SECRET_PASSWORD}"></label>
+ <label><input type="checkbox" checked> Remember me</label>
+ <label><input type="checkbox"> Send newsletter</label>
+ <label>Colour <select><option>Red</option><option selected>Green</option>
+   <option>Blue</option></select></label>
+ <label>Notes <textarea>first line</textarea></label>
+ <input type="text" aria-label="Coupon" disabled>
+ <button type="submit" disabled>Pay now</button>
+ <button type="button">Cancel</button>
+</form>"""
+
+HIDDEN = """
+<p>VISIBLE-OK</p>
+<div style="display:none">HIDDEN-DISPLAY</div>
+<div style="visibility:hidden">HIDDEN-VISIBILITY</div>
+<div hidden>HIDDEN-ATTRIBUTE</div>
+<div aria-hidden="true">HIDDEN-ARIA</div>
+<div style="width:0;height:0;overflow:hidden">HIDDEN-ZERO-SIZE</div>
+<div style="position:absolute;left:-10000px;top:0">HIDDEN-OFFSCREEN</div>
+<span style="position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)">
+  HIDDEN-SR-ONLY</span>
+<details><summary>Summary shown</summary>HIDDEN-DETAILS</details>
+<template><p>HIDDEN-TEMPLATE</p></template>
+<dialog>HIDDEN-DIALOG</dialog>
+<script>var x = "HIDDEN-SCRIPT";</script>
+<noscript>HIDDEN-NOSCRIPT</noscript>
+<button style="display:none">HIDDEN-BUTTON</button>
+<dialog open>OPEN-DIALOG-TEXT</dialog>"""
+
+LATE = """
+<p id="status">Loading…</p>
+<script>
+fetch('/slow-data').then(r => r.json()).then(d => {
+  document.getElementById('status').textContent = d.text;
+});
+</script>"""
+
+SHADOW = """
+<p>LIGHT-TEXT</p>
+<fancy-card><span>SLOTTED-TEXT</span></fancy-card>
+<script>
+customElements.define('fancy-card', class extends HTMLElement {
+  constructor() {
+    super();
+    this.attachShadow({mode: 'open'}).innerHTML =
+      '<h2>SHADOW-HEADING</h2><slot></slot><button>Shadow button</button>';
+  }
+});
+</script>"""
+
+PAGES = {
+    "/article.html": _article(),
+    "/form.html": _page("Form", FORM),
+    "/hidden.html": _page("Hidden", HIDDEN),
+    "/late.html": _page("Late", LATE),
+    "/nav1.html": _page("Page one", '<p>PAGE-ONE-BODY</p><a href="/nav2.html">Go to page two</a>'
+                        '<button onclick="window.open(\'/nav2.html\')">Open popup</button>'),
+    "/nav2.html": _page("Page two", "<h1>Second</h1><p>PAGE-TWO-BODY</p>"),
+    "/iframe.html": _page("Frames", '<p>OUTER-TEXT</p><iframe src="/frame-inner.html"></iframe>'),
+    "/frame-inner.html": _page("Inner", '<p>INSIDE-FRAME</p><button onclick="this.textContent='
+                               "'Clicked inside'\">Frame button</button>"),
+    "/shadow.html": _page("Shadow", SHADOW),
+    "/blank.html": _page("Blank", "<p>BLANK-PAGE</p>"),
+}
+
+
+def items_page(n: int) -> str:
+    items = "".join(f"<li>Item number {i}</li>" for i in range(1, n + 1))
+    return _page("Items", f"<h1>Items</h1><ul>{items}</ul><p>AFTER-LIST</p>")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        url = urlparse(self.path)
+        hook = self.server.hooks.get(url.path)
+        if hook is not None:
+            hook()
+            self._send("{}", "application/json")
+        elif url.path == "/slow-data":
+            time.sleep(LATE_DELAY)
+            self._send(json.dumps({"text": "LATE-CONTENT-ARRIVED"}), "application/json")
+        elif url.path == "/items.html":
+            self._send(items_page(int(parse_qs(url.query).get("n", ["3000"])[0])))
+        elif url.path in PAGES:
+            self._send(PAGES[url.path])
+        else:
+            self.send_error(404)
+
+    def _send(self, body: str, kind: str = "text/html; charset=utf-8") -> None:
+        data = body.encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        return None
+
+
+class Site:
+    def __init__(self) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server.daemon_threads = True
+        self.server.hooks = {}  # path -> function called when a page requests it
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       args=(SHUTDOWN_POLL_SECONDS,), daemon=True)
+
+    def __call__(self, path: str) -> str:
+        return self.url + path
+
+
+@pytest.fixture(scope="module")
+def web_site() -> Iterator[Site]:
+    site = Site()
+    site.thread.start()
+    yield site
+    site.server.shutdown()
+    site.server.server_close()
+
+
+def need_browser() -> None:
+    reason = unavailable_reason(BrowserConfig())
+    if reason:
+        pytest.skip(f"no browser to test with: {reason}")
+
+
+@pytest.fixture(scope="module")
+def web_browser() -> Iterator[Browser]:
+    need_browser()
+    browser = Browser(BrowserConfig(headless=True))
+    yield browser
+    browser.close()
+
+
+def goto(browser: Browser, url: str) -> dict:
+    """Navigate the active tab to ``url`` through the tool itself."""
+    result = web_execute_js(browser, f"location.href = {json.dumps(url)}")
+    assert result["status"] == "success", result
+    assert result["navigated"]["to"] == url, result
+    return result

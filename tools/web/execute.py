@@ -1,0 +1,212 @@
+"""``web_execute_js``: run the model's JavaScript in the page's main world (SPEC §9).
+
+The script runs with top-level ``await`` (``Runtime.evaluate`` in REPL mode) and ``ga(N)``
+bound to the elements of the last scan; the value of its last statement (or of a
+``return``) comes back serialized by the page-side helper. Around it: what changed in the
+DOM, a navigation it caused, tabs it opened and dialogs it raised (accepted at once).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools import clip
+from tools.code_run import last_code_block
+from tools.fsutil import atomic_write
+
+from .browser import (
+    Browser,
+    JSError,
+    ScriptTimeout,
+    Tab,
+    WebError,
+    error_text,
+    exception_text,
+)
+from .cdp import CDPError
+from .launch import BrowserUnavailable
+
+DEFAULT_TIMEOUT = 30
+MAX_TIMEOUT = 600
+QUIET = 0.25  # seconds the DOM must be quiet after the script …
+CHANGES_MAX = 1.5  # … but the monitor waits no longer than this
+NAV_WAIT = 10.0  # seconds a navigation the script caused is waited for
+PREVIEW_CHARS = 200  # of a value saved to a file
+OBJECT_GROUP = "ga-exec"
+BIND_GA = "const ga = (n) => window.__ga.node(n);"
+SERIALIZE = "function () { return window.__ga.serialize(this); }"
+CUT_SHORT_NOTE = ("the page navigated while the script ran; statements after the navigation "
+                  "did not run")
+
+
+@dataclass
+class Marks:
+    """Counters of a tab before the script, to tell what the script caused."""
+
+    url: str
+    nav_requests: int
+    navigations: int
+    loads: int
+    dialogs: int
+    created: int
+
+    @classmethod
+    def of(cls, tab: Tab, browser: Browser) -> Marks:
+        return cls(tab.url, tab.nav_requests, tab.navigations, tab.loads, len(tab.dialogs),
+                   len(browser.created))
+
+
+def resolve_script(script: str, reply_text: str, cwd: Path) -> str:
+    """The script text: the argument, a ``.js`` file it names, or the reply's last JS block."""
+    script = script or last_code_block(reply_text or "", "javascript") or ""
+    name = script.strip()
+    if name.endswith(".js") and "\n" not in name:
+        path = (cwd / name).expanduser()
+        if path.is_file():
+            return path.read_text(encoding="utf-8", errors="replace")
+    return script
+
+
+def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = None,
+                   no_monitor: bool = False, timeout: float = DEFAULT_TIMEOUT,
+                   abort: threading.Event | None = None, budget: int = 8_000,
+                   save_to: Path | None = None) -> dict:
+    """Run ``script`` in the active (or named) tab and report what happened."""
+    start = time.monotonic()
+    timeout = min(max(float(timeout), 1.0), MAX_TIMEOUT)
+    result: dict[str, Any] = {"status": "success", "js_return": None}
+    try:
+        tab = browser.tab(switch_tab_id)
+        result["tab_id"] = tab.id
+        notice = browser.take_notice()
+        if notice:
+            result["note"] = notice
+        run(browser, tab, script, not no_monitor, timeout, abort, result)
+    except (ScriptTimeout, JSError) as e:
+        result.update(status="failed", error=str(e))
+    except (WebError, BrowserUnavailable, CDPError) as e:
+        result.update(status="failed", error=error_text(browser, e))
+    result["ms"] = round((time.monotonic() - start) * 1000)
+    if save_to is not None and result["status"] == "success":
+        save(result, save_to)
+    result["js_return"] = fit(result["js_return"], budget)
+    return result
+
+
+def run(browser: Browser, tab: Tab, script: str, monitor: bool, timeout: float,
+        abort: threading.Event | None, result: dict) -> None:
+    tab.ensure_page_js()
+    marks = Marks.of(tab, browser)
+    if monitor:
+        tab.page_value("window.__ga.watch()")
+    try:
+        result["js_return"] = evaluate(tab, script, timeout, abort)
+    except CDPError:  # the document went away under the script: a navigation?
+        if not started_navigation(tab, marks):
+            raise
+        result["note"] = (result.get("note", "") + "; " + CUT_SHORT_NOTE).lstrip("; ")
+    if monitor and not started_navigation(tab, marks):
+        changes = watch_changes(tab, marks)
+        if changes:
+            result["changes"] = changes
+    if started_navigation(tab, marks) or tab.navigations > marks.navigations:
+        result["navigated"] = navigation(tab, marks)
+    new_tabs = browser.new_tabs(marks.created)
+    if new_tabs:
+        result["newTabs"] = new_tabs
+    if len(tab.dialogs) > marks.dialogs:
+        result["dialogs"] = tab.dialogs[marks.dialogs:]
+
+
+def evaluate(tab: Tab, script: str, timeout: float, abort: threading.Event | None) -> Any:
+    """Run the script; JSError if it throws. A top-level ``return`` makes it a function."""
+    options = {"returnByValue": False, "objectGroup": OBJECT_GROUP, "userGesture": True}
+    reply = tab.evaluate(f"{{ {BIND_GA}\n{script}\n}}", timeout, abort, replMode=True,
+                         **options)
+    details = reply.get("exceptionDetails")
+    if details and "Illegal return statement" in exception_text(details):
+        body = f"(async () => {{ {BIND_GA}\n{script}\n}})()"
+        reply = tab.evaluate(body, timeout, abort, **options)
+        details = reply.get("exceptionDetails")
+    if details:
+        raise JSError(exception_text(details))
+    try:
+        return value_of(tab, reply.get("result", {}))
+    finally:
+        tab.session.send("Runtime.releaseObjectGroup", {"objectGroup": OBJECT_GROUP})
+
+
+def value_of(tab: Tab, obj: dict) -> Any:
+    """A RemoteObject as JSON: primitives directly, objects through the page serializer."""
+    if "objectId" not in obj:
+        if "unserializableValue" in obj:
+            return obj["unserializableValue"]
+        return obj.get("value")
+    reply = tab.session.call("Runtime.callFunctionOn", {
+        "objectId": obj["objectId"], "functionDeclaration": SERIALIZE, "returnByValue": True})
+    if "exceptionDetails" in reply:
+        return obj.get("description")
+    return reply.get("result", {}).get("value")
+
+
+def started_navigation(tab: Tab, marks: Marks) -> bool:
+    return tab.nav_requests > marks.nav_requests
+
+
+def watch_changes(tab: Tab, marks: Marks) -> dict | None:
+    """The monitor's report once the DOM is quiet; None when a navigation cut it short."""
+    try:
+        tab.dom_quiet(QUIET, CHANGES_MAX, since=time.monotonic(),
+                      stop=lambda: started_navigation(tab, marks))
+        if started_navigation(tab, marks):
+            return None
+        return tab.page_value("window.__ga.changes()")
+    except (CDPError, JSError):
+        if started_navigation(tab, marks):
+            return None
+        raise
+
+
+def navigation(tab: Tab, marks: Marks) -> dict:
+    """Wait (≤ NAV_WAIT) for a navigation the script started; report where it went."""
+    report: dict[str, Any] = {"from": marks.url}
+    if started_navigation(tab, marks):
+        loaded = tab.wait(lambda: tab.loads > marks.loads and tab.navigations > marks.navigations,
+                          NAV_WAIT)
+        if not loaded:
+            report["note"] = f"still loading after {NAV_WAIT:g} s"
+    report["to"] = tab.url
+    try:
+        report["title"] = tab.page_value("document.title", timeout=5)
+    except (CDPError, JSError) as e:
+        report["title"] = f"({e})"
+    return report
+
+
+def save(result: dict, path: Path) -> None:
+    """Write the full value to ``path``; the result keeps a preview."""
+    value = result["js_return"]
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+    try:
+        atomic_write(path, text)
+    except OSError as e:
+        result["save_error"] = f"could not save to {path}: {e.strerror or e}"
+        return
+    preview = text[:PREVIEW_CHARS] + ("..." if len(text) > PREVIEW_CHARS else "")
+    result["js_return"] = preview
+    result["saved"] = f"{len(text)} chars saved to {path}"
+
+
+def fit(value: Any, limit: int) -> Any:
+    """The value within ``limit`` chars: kept as is when small, else its text head+tail."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(text) <= limit:
+        return value
+    return clip(text, limit, "\n[... {n} chars omitted: use save_to_file for all of it ...]\n")

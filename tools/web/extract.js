@@ -1,0 +1,446 @@
+// The page-side half of the web tools, loaded once per page (top frame only) as
+// window.__ga: the page-to-text extractor (scan), the [N] element registry behind ga(N),
+// the change monitor of web_execute_js, and the serializer of its return values.
+(() => {
+  if (window.__ga || window !== window.top) return;
+
+  const LABEL_CHARS = 80, LINK_TEXT_CHARS = 150, HREF_CHARS = 100, VALUE_CHARS = 200;
+  const OPTIONS_SHOWN = 20, HTML_CHARS = 2000, ITEMS_MAX = 500, KEYS_MAX = 200, DEPTH_MAX = 5;
+  const CHANGE_TEXT_CHARS = 1500, CHANGE_NODES = 50, FIELDS_MAX = 2000;
+  const SKIP = new Set(['script', 'style', 'noscript', 'template', 'head', 'meta', 'link',
+    'title', 'base', 'svg', 'canvas', 'object', 'embed', 'audio', 'video', 'source', 'track',
+    'map', 'datalist', 'option', 'optgroup', 'param']);
+  const BLOCK = new Set(['p', 'div', 'section', 'article', 'header', 'footer', 'main', 'nav',
+    'aside', 'ul', 'ol', 'dl', 'dt', 'dd', 'table', 'thead', 'tbody', 'tfoot', 'form',
+    'fieldset', 'legend', 'blockquote', 'figure', 'figcaption', 'details', 'summary',
+    'address', 'hr', 'body', 'caption', 'center', 'menu', 'hgroup', 'search']);
+  const ITEMS = new Set(['li', 'tr', 'div', 'article', 'a', 'dt', 'option']);
+  const ROLE_KIND = {button: 'button', link: 'link', checkbox: 'checkbox', radio: 'radio',
+    switch: 'checkbox', tab: 'clickable', menuitem: 'clickable', option: 'clickable',
+    menuitemcheckbox: 'checkbox', menuitemradio: 'radio', textbox: 'textarea',
+    combobox: 'clickable', treeitem: 'clickable'};
+  const STOP = {};
+
+  const ga = {nodes: [null], lastMutation: 0, watching: null};
+  Object.defineProperty(window, '__ga', {value: ga, enumerable: false, configurable: true});
+
+  // ---- text helpers ---------------------------------------------------------------------
+  const squeeze = (s) => String(s || '').replace(/\s+/g, ' ').trim();
+  const cut = (s, n) => (s.length > n ? s.slice(0, n - 1) + '…' : s);
+  const quote = (s) => '"' + s.replace(/"/g, '\\"') + '"';
+
+  function textOf(node) {  // visible-ish text of a subtree, without form controls
+    let out = '';
+    const walker = document.createTreeWalker(node, NodeFilter.SHOW_ALL);
+    for (let n = walker.nextNode(); n && out.length < 400; n = walker.nextNode()) {
+      if (n.nodeType === 3 && n.parentElement && !SKIP.has(n.parentElement.localName) &&
+          !n.parentElement.closest('select,textarea')) out += ' ' + n.data;
+      else if (n.nodeType === 1 && n.localName === 'img' && n.alt) out += ' ' + n.alt;
+    }
+    return squeeze(out);
+  }
+
+  function labelOf(el) {
+    const aria = el.getAttribute('aria-label');
+    if (aria && aria.trim()) return squeeze(aria);
+    const by = el.getAttribute('aria-labelledby');
+    if (by) {
+      const t = by.split(/\s+/).map((id) => document.getElementById(id))
+        .filter(Boolean).map(textOf).join(' ');
+      if (t.trim()) return squeeze(t);
+    }
+    if (el.labels && el.labels.length) {
+      const t = Array.from(el.labels).map(textOf).join(' ');
+      if (t.trim()) return squeeze(t);
+    }
+    return squeeze(el.getAttribute('placeholder') || el.getAttribute('title') ||
+                   el.getAttribute('alt') || el.getAttribute('name') || '');
+  }
+
+  // ---- visibility -----------------------------------------------------------------------
+  function style(el) { return el.ownerDocument.defaultView.getComputedStyle(el); }
+
+  // 0 visible, 1 hidden (drop the subtree), 2 no box of its own (walk the children)
+  function visibility(el, ctx) {
+    if (el.getAttribute('aria-hidden') === 'true') return 1;
+    if (!el.checkVisibility({visibilityProperty: true})) {
+      return style(el).display === 'contents' ? 2 : 1;
+    }
+    const r = el.getBoundingClientRect();
+    const win = el.ownerDocument.defaultView;
+    const top = r.top + win.scrollY, bottom = r.bottom + win.scrollY;
+    if (r.width <= 1 || r.height <= 1) {
+      const s = style(el);
+      if (s.overflow !== 'visible' || (s.position === 'absolute' && s.clip !== 'auto')) return 1;
+    }
+    if (r.right + win.scrollX <= 0 || bottom <= 0) return 1;
+    if (ctx.band && win === window && (bottom < ctx.band[0] || top > ctx.band[1])) return 1;
+    ctx.y = top;
+    return 0;
+  }
+
+  // ---- output ---------------------------------------------------------------------------
+  class Writer {
+    constructor(budget) {
+      this.lines = []; this.cur = ''; this.prefix = ''; this.chars = 0; this.budget = budget;
+      this.inline = 0;
+    }
+    add(s) { this.cur += s; if (this.chars + this.cur.length > this.budget) throw STOP; }
+    text(s) { this.add(s.replace(/\s+/g, ' ')); }
+    block() {
+      if (this.inline) { this.cur += ' '; return; }
+      const line = this.cur.replace(/ {2,}/g, ' ').trim();
+      this.cur = '';
+      if (!line) return;
+      const full = this.prefix + line;
+      this.chars += full.length + 1;
+      this.lines.push(full);
+      if (this.chars > this.budget) throw STOP;
+    }
+    line(s) { this.block(); this.add(s); this.block(); }
+    start(prefix) { this.block(); this.prefix = prefix; }
+  }
+
+  // ---- interactive elements -------------------------------------------------------------
+  function kindOf(el, ctx) {
+    const t = el.localName;
+    if (t === 'a' && el.hasAttribute('href')) return 'link';
+    if (t === 'button') return 'button';
+    if (t === 'input') {
+      const type = (el.getAttribute('type') || 'text').toLowerCase();
+      if (type === 'hidden') return null;
+      if (['button', 'submit', 'reset', 'image'].includes(type)) return 'button';
+      return type === 'checkbox' || type === 'radio' ? type : 'input';
+    }
+    if (t === 'select' || t === 'textarea') return t;
+    const role = el.getAttribute('role');
+    if (role && ROLE_KIND[role]) return ROLE_KIND[role];
+    if (el.isContentEditable && !(el.parentElement && el.parentElement.isContentEditable)) {
+      return 'textarea';
+    }
+    if (ctx.inControl) return null;
+    if (el.hasAttribute('onclick') || typeof el.onclick === 'function') return 'clickable';
+    if (ctx.pointerOk && style(el).cursor === 'pointer') {
+      const parent = el.parentElement;
+      if (!parent || style(parent).cursor !== 'pointer') return 'clickable';
+    }
+    return null;
+  }
+
+  function register(el) { ga.nodes.push(el); return '[' + (ga.nodes.length - 1) + ']'; }
+
+  function disabled(el) {
+    return (el.matches(':disabled') || el.getAttribute('aria-disabled') === 'true')
+      ? ' (disabled)' : '';
+  }
+
+  function fieldText(el, kind) {
+    const label = cut(labelOf(el), LABEL_CHARS);
+    const named = label ? ' ' + quote(label) : '';
+    if (kind === 'checkbox' || kind === 'radio') {
+      const on = el.indeterminate ? '[-]'
+        : (el.checked ?? el.getAttribute('aria-checked') === 'true') ? '[x]' : '[ ]';
+      return kind + ' ' + on + named;
+    }
+    if (kind === 'select') {
+      const opts = Array.from(el.options || []);
+      const chosen = opts.filter((o) => o.selected).map((o) => squeeze(o.text)).join(', ');
+      const shown = opts.slice(0, OPTIONS_SHOWN)
+        .map((o) => cut(squeeze(o.text), LABEL_CHARS) + (o.selected ? '*' : ''));
+      if (opts.length > OPTIONS_SHOWN) shown.push('… ' + (opts.length - OPTIONS_SHOWN) + ' more');
+      return 'select' + named + ' = ' + quote(chosen) + ' {' + shown.join(' | ') + '}';
+    }
+    const type = (el.getAttribute('type') || 'text').toLowerCase();
+    let value = kind === 'textarea' && el.isContentEditable && el.localName !== 'textarea'
+      ? squeeze(el.innerText) : el.value || '';
+    if (type === 'password' && value) value = '••••';
+    let out = (kind === 'input' ? 'input type=' + type : 'textarea') + named;
+    if (value) out += ' value=' + quote(cut(squeeze(value), VALUE_CHARS));
+    const ph = el.getAttribute('placeholder');
+    if (!value && ph && squeeze(ph) !== label) out += ' placeholder=' + quote(cut(squeeze(ph), LABEL_CHARS));
+    if (el.readOnly) out += ' (readonly)';
+    return out;
+  }
+
+  // Writes the marker; returns true when the element's children still need a walk.
+  function interactive(el, kind, w, ctx) {
+    if (ctx.textOnly) {
+      if (kind === 'input' || kind === 'textarea' || kind === 'select') return false;
+      return !['checkbox', 'radio'].includes(kind);
+    }
+    const id = register(el);
+    if (kind === 'link' || kind === 'button' || kind === 'clickable') {
+      let text = textOf(el);
+      if (!text && el.localName === 'input') text = squeeze(el.value);
+      if (!text) text = squeeze(el.getAttribute('aria-label') || el.getAttribute('title') || '');
+      const long = text.length > LINK_TEXT_CHARS;
+      let marker = id + kind + (long || !text ? '' : ' ' + quote(text));
+      if (kind === 'link') marker += ' -> ' + cut(el.getAttribute('href'), HREF_CHARS);
+      w.text(' ' + marker + disabled(el) + ' ');
+      return long;
+    }
+    w.text(' ' + id + fieldText(el, kind) + disabled(el) + ' ');
+    return false;
+  }
+
+  // ---- the walk -------------------------------------------------------------------------
+  function childrenOf(el) {
+    if (el.shadowRoot) return el.shadowRoot.childNodes;
+    if (el.localName === 'slot') {
+      const assigned = el.assignedNodes({flatten: true});
+      return assigned.length ? assigned : el.childNodes;
+    }
+    return el.childNodes;
+  }
+
+  function signature(el) { return el.localName + '.' + (el.getAttribute('class') || ''); }
+
+  function walkChildren(el, w, ctx) {
+    const kids = childrenOf(el);
+    let i = 0;
+    while (i < kids.length) {
+      const k = kids[i];
+      if (k.nodeType !== 1 || !ITEMS.has(k.localName)) {
+        walk(k, w, ctx);
+        i++;
+        continue;
+      }
+      const sig = signature(k);
+      let j = i + 1, count = 1;
+      for (; j < kids.length; j++) {
+        const n = kids[j];
+        if (n.nodeType === 3 && !n.data.trim()) continue;
+        if (n.nodeType !== 1 || signature(n) !== sig) break;
+        count++;
+      }
+      if (count > ctx.similarMin) {
+        let shown = 0, m = i;
+        for (; m < j && shown < ctx.similarShow; m++) {
+          if (kids[m].nodeType === 1) shown++;
+          walk(kids[m], w, ctx);
+        }
+        w.line('[… ' + (count - shown) + ' more similar items]');
+      } else {
+        for (let m = i; m < j; m++) walk(kids[m], w, ctx);
+      }
+      i = j;
+    }
+  }
+
+  function walk(node, w, ctx) {
+    if (node.nodeType === 3) { w.text(node.data); return; }
+    if (node.nodeType !== 1) return;
+    const el = node, t = el.localName;
+    if (SKIP.has(t)) return;
+    const vis = visibility(el, ctx);
+    if (vis === 1) return;
+    if (vis === 2) { walkChildren(el, w, ctx); return; }
+    if (t === 'br') { w.block(); return; }
+    if (t === 'iframe' || t === 'frame') { frame(el, w, ctx); return; }
+    if (t === 'pre') { pre(el, w); return; }
+    if (t === 'img') {
+      if (el.alt && !ctx.textOnly && !ctx.inControl) w.text(' [img ' + quote(cut(squeeze(el.alt), LABEL_CHARS)) + '] ');
+      return;
+    }
+    if (t === 'label' && el.control && !ctx.textOnly && !el.querySelector('a[href],button') &&
+        visibility(el.control, ctx) === 0) {
+      if (el.contains(el.control)) walk(el.control, w, ctx);
+      return;
+    }
+    const kind = kindOf(el, ctx);
+    if (kind && !interactive(el, kind, w, ctx)) return;
+    const inner = kind ? Object.assign({}, ctx, {inControl: true}) : ctx;
+    container(el, t, w, inner);
+  }
+
+  function container(el, t, w, ctx) {
+    const role = el.getAttribute('role');
+    if (/^h[1-6]$/.test(t)) return section(el, w, ctx, '#'.repeat(+t[1]) + ' ');
+    if (t === 'li') return section(el, w, ctx, '  '.repeat(ctx.depth) + '- ', 1);
+    if (t === 'tr') return row(el, w, ctx);
+    if ((t === 'dialog' && el.open) || role === 'dialog' || role === 'alertdialog') {
+      w.line('[dialog]');
+      walkChildren(el, w, ctx);
+      w.line('[/dialog]');
+      return;
+    }
+    if (t === 'details' && !el.open) {  // closed: only its summary shows
+      const summary = Array.from(el.children).find((c) => c.localName === 'summary');
+      if (summary) walk(summary, w, ctx);
+      return;
+    }
+    const block = BLOCK.has(t) || t.includes('-');
+    if (block) w.block();
+    walkChildren(el, w, ctx);
+    if (block) w.block();
+  }
+
+  function section(el, w, ctx, prefix, deeper = 0) {
+    const saved = w.prefix;
+    w.start(prefix);
+    walkChildren(el, w, deeper ? Object.assign({}, ctx, {depth: ctx.depth + deeper}) : ctx);
+    w.block();
+    w.prefix = saved;
+  }
+
+  function row(el, w, ctx) {
+    w.block();
+    w.inline++;
+    try {
+      let first = true;
+      for (const cell of el.children) {
+        if (visibility(cell, ctx) === 1) continue;
+        if (!first) w.add(' | ');
+        first = false;
+        walkChildren(cell, w, ctx);
+      }
+    } finally {
+      w.inline--;
+    }
+    w.block();
+  }
+
+  function pre(el, w) {
+    w.block();
+    for (const line of el.textContent.split('\n')) {
+      w.add(line.replace(/\s+$/, ''));
+      const keep = w.prefix;
+      w.lines.push(keep + w.cur);
+      w.chars += keep.length + w.cur.length + 1;
+      w.cur = '';
+      if (w.chars > w.budget) throw STOP;
+    }
+  }
+
+  function frame(el, w, ctx) {
+    let doc = null;
+    try { doc = el.contentDocument; } catch (e) { doc = null; }
+    if (doc && doc.body) { w.block(); walkChildren(doc.body, w, ctx); w.block(); return; }
+    if (!ctx.textOnly) w.line('[iframe ' + cut(el.getAttribute('src') || '', HREF_CHARS) + ']');
+  }
+
+  ga.scan = function (opts) {
+    const o = Object.assign({budget: 35000, textOnly: false, viewport: false, similarMin: 50,
+      similarShow: 10, pointer: true}, opts || {});
+    ga.nodes = [null];
+    const ctx = {textOnly: o.textOnly, similarMin: o.similarMin, similarShow: o.similarShow,
+      depth: 0, inControl: false, pointerOk: o.pointer, y: 0,
+      band: o.viewport ? [scrollY - innerHeight / 4, scrollY + innerHeight * 1.25] : null};
+    const w = new Writer(o.budget);
+    const height = document.documentElement.scrollHeight;
+    let truncated = null;
+    try {
+      walkChildren(document.body || document.documentElement, w, ctx);
+      w.inline = 0;
+      w.block();
+    } catch (e) {
+      if (e !== STOP) throw e;
+      truncated = Math.round(ctx.y);
+      w.lines.push('[TRUNCATED at y=' + truncated + ' of ' + height + ' px]');
+    }
+    const n = ga.nodes.length - 1;
+    const head = '[page] ' + squeeze(document.title) + ' | ' + location.href + ' | scroll ' +
+      Math.round(scrollY) + '/' + height + ' px' + (o.textOnly ? '' : ' | ' + n + ' interactive');
+    return {title: document.title, url: location.href, text: head + '\n' + w.lines.join('\n'),
+      interactive: n, truncated};
+  };
+
+  ga.node = function (n) {
+    const el = ga.nodes[n];
+    if (!el) throw new Error('ga(' + n + '): no element [' + n + '] in the last scan; scan again');
+    if (!el.isConnected) throw new Error('ga(' + n + '): element [' + n + '] left the page; scan again');
+    return el;
+  };
+
+  // ---- change monitor -------------------------------------------------------------------
+  function fields() {
+    return Array.from(document.querySelectorAll('input,select,textarea')).slice(0, FIELDS_MAX)
+      .map((f) => [f, f.value, f.checked]);
+  }
+
+  function observe(records) {
+    ga.lastMutation = performance.now();
+    const c = ga.watching;
+    if (!c) return;
+    for (const r of records) {
+      if (r.type === 'attributes') { c.attributes++; continue; }
+      if (r.type === 'characterData') { c.text.push(r.target.data); continue; }
+      c.removed += r.removedNodes.length;
+      for (const n of r.addedNodes) {
+        c.added++;
+        if (c.text.length >= CHANGE_NODES) continue;
+        const t = n.nodeType === 1 ? (SKIP.has(n.localName) ? '' : n.innerText) : n.data;
+        if (t && t.trim()) c.text.push(t);
+      }
+    }
+  }
+  new MutationObserver(observe).observe(document,
+    {subtree: true, childList: true, attributes: true, characterData: true});
+
+  ga.watch = function () {
+    ga.watching = {added: 0, removed: 0, attributes: 0, text: [], fields: fields()};
+    return true;
+  };
+
+  ga.idle = () => performance.now() - ga.lastMutation;  // ms since the DOM last changed
+
+  ga.changes = function () {  // what changed since watch(); ends the watch
+    const c = ga.watching;
+    ga.watching = null;
+    if (!c) return {};
+    const out = {};
+    for (const k of ['added', 'removed', 'attributes']) if (c[k]) out[k] = c[k];
+    const changed = c.fields.filter(([f, v, on]) => f.value !== v || f.checked !== on).length;
+    if (changed) out.fields = changed;
+    const text = cut(squeeze(Array.from(new Set(c.text.map(squeeze))).join(' · ')), CHANGE_TEXT_CHARS);
+    if (text) out.text = text;
+    return out;
+  };
+
+  // ---- return values --------------------------------------------------------------------
+  ga.serialize = function (v) { return ser(v, 0, new WeakSet()); };
+
+  function ser(v, depth, seen) {
+    if (v === null || v === undefined) return null;
+    const t = typeof v;
+    if (t === 'number') return Number.isFinite(v) ? v : String(v);
+    if (t === 'string' || t === 'boolean') return v;
+    if (t === 'bigint' || t === 'symbol') return v.toString();
+    if (t === 'function') return '[Function ' + (v.name || 'anonymous') + ']';
+    if (v.window === v) {
+      try { return '[Window ' + v.location.href + ']'; } catch (e) { return '[Window]'; }
+    }
+    if (typeof v.nodeType === 'number') return node(v);
+    if (depth >= DEPTH_MAX) return '[…]';
+    if (seen.has(v)) return '[Circular]';
+    seen.add(v);
+    if (v instanceof Date) return isNaN(v) ? 'Invalid Date' : v.toISOString();
+    if (v instanceof Error) return v.name + ': ' + v.message;
+    if (v instanceof RegExp) return String(v);
+    if (v instanceof Map) return list(Array.from(v.entries()), depth, seen);
+    if (Array.isArray(v) || v instanceof Set || ArrayBuffer.isView(v) ||
+        (typeof v.length === 'number' && typeof v.item === 'function')) {
+      return list(Array.from(v), depth, seen);
+    }
+    const out = {};
+    const keys = Object.keys(v);
+    for (const k of keys.slice(0, KEYS_MAX)) {
+      try { out[k] = ser(v[k], depth + 1, seen); } catch (e) { out[k] = '[' + e.name + ']'; }
+    }
+    if (keys.length > KEYS_MAX) out['…'] = (keys.length - KEYS_MAX) + ' more keys';
+    return out;
+  }
+
+  function list(items, depth, seen) {
+    const out = items.slice(0, ITEMS_MAX).map((x) => ser(x, depth + 1, seen));
+    if (items.length > ITEMS_MAX) out.push('… ' + (items.length - ITEMS_MAX) + ' more items');
+    return out;
+  }
+
+  function node(n) {
+    if (n.nodeType === 1) return cut(n.outerHTML, HTML_CHARS);
+    if (n.nodeType === 3) return n.data;
+    if (n.nodeType === 9) return '[Document ' + n.URL + ']';
+    return '[' + n.nodeName + ']';
+  }
+})();

@@ -1,0 +1,74 @@
+"""``web_scan``: the tab list and the visible page as text (SPEC §9)."""
+
+from __future__ import annotations
+
+import json
+
+from .browser import Browser, Tab, WebError, error_text
+from .cdp import CDPError
+from .launch import BrowserUnavailable
+
+SCAN_TIMEOUT = 20.0  # seconds the extractor may run before it is terminated
+LOAD_WAIT = 5.0  # seconds a scan waits for a loading page
+SETTLE_MAX = 3.0  # seconds a scan waits for requests and DOM changes to calm down
+QUIET = 0.15  # seconds without requests / DOM changes that count as settled
+URL_CHARS = 50
+SIMILAR_MIN = 50  # a run of more similar siblings than this is cut …
+SIMILAR_SHOW = 10  # … to its first items and a count
+
+
+def web_scan(browser: Browser, tabs_only: bool = False, switch_tab_id: str | None = None,
+             text_only: bool = False, viewport: bool = False, budget: int = 35_000) -> str:
+    """A JSON envelope (status, tabs) and, unless ``tabs_only``, the page as a text block."""
+    try:
+        tab = browser.tab(switch_tab_id)
+        if tabs_only:
+            return envelope(browser, tab)
+        page = read_page(tab, budget, text_only, viewport)
+    except (WebError, BrowserUnavailable, CDPError) as e:
+        return error_envelope(browser, error_text(browser, e))
+    return envelope(browser, tab, page["title"]) + "\n```text\n" + page["text"] + "\n```"
+
+
+def read_page(tab: Tab, budget: int, text_only: bool = False, viewport: bool = False) -> dict:
+    """Wait for the page to settle, then run the extractor: {title, url, text, …}."""
+    settle(tab)
+    opts = {"budget": budget, "textOnly": text_only, "viewport": viewport,
+            "similarMin": SIMILAR_MIN, "similarShow": SIMILAR_SHOW}
+    return tab.page_value(f"window.__ga.scan({json.dumps(opts)})", timeout=SCAN_TIMEOUT)
+
+
+def settle(tab: Tab) -> None:
+    """Wait (bounded) for the load, in-flight requests and DOM changes to end."""
+    loads = tab.loads
+    if not tab.ensure_page_js():
+        tab.wait(lambda: tab.loads > loads, LOAD_WAIT)
+        tab.ensure_page_js()
+    tab.network_idle(QUIET, SETTLE_MAX)
+    tab.dom_quiet(QUIET, SETTLE_MAX)
+
+
+def tabs_metadata(browser: Browser, active: Tab | None, title: str | None = None) -> dict:
+    tabs = browser.tab_list() if browser.running else []
+    titles = {} if active is None or title is None else {active.id: title}
+    for t in tabs:
+        t["title"] = titles.get(t["id"]) or browser.title(t["id"], t["title"])
+        if len(t["url"]) > URL_CHARS:
+            t["url"] = t["url"][:URL_CHARS] + "..."
+    meta = {"tabs_count": len(tabs), "tabs": tabs}
+    if active is not None:
+        meta["active_tab"] = active.id
+    return meta
+
+
+def envelope(browser: Browser, tab: Tab, title: str | None = None) -> str:
+    head = {"status": "success", "metadata": tabs_metadata(browser, tab, title)}
+    notice = browser.take_notice()
+    if notice:
+        head["note"] = notice
+    return json.dumps(head, ensure_ascii=False)
+
+
+def error_envelope(browser: Browser, msg: str) -> str:
+    meta = tabs_metadata(browser, None)
+    return json.dumps({"status": "error", "msg": msg, "metadata": meta}, ensure_ascii=False)
