@@ -8,6 +8,7 @@ Without a browser on the machine the tests that need one are skipped, saying why
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -166,7 +167,10 @@ def web_site() -> Iterator[Site]:
 
 
 def need_browser() -> None:
+    """Skip (fail in CI, where $GA_REALBROWSER=require) without a browser to test with."""
     reason = unavailable_reason(BrowserConfig())
+    if reason and os.environ.get("GA_REALBROWSER") == "require":
+        pytest.fail(f"GA_REALBROWSER=require but there is no browser: {reason}")
     if reason:
         pytest.skip(f"no browser to test with: {reason}")
 
