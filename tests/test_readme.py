@@ -67,3 +67,13 @@ def test_readme_first_command_writes_nothing_into_the_checkout(tmp_path):
     assert "Done: `hello.py` prints `hello`" in proc.stdout
     assert sorted(p.name for p in ROOT.iterdir()) == before
     assert list(tmp_path.glob("tmp*/hello.py"))
+
+
+def test_readme_browser_config_is_valid():
+    import yaml
+
+    from tools.web import BrowserConfig
+
+    section = yaml.safe_load(readme_block("browser:"))["browser"]
+    cfg = BrowserConfig.from_dict(section, "README.md")
+    assert cfg.window_size == (1280, 1000) and not cfg.attach

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 
 from web_site import goto, web_browser, web_site
 
@@ -105,6 +106,15 @@ def test_runaway_script_is_terminated_and_the_tab_stays_usable(web_browser, web_
     assert r["status"] == "failed" and "terminated" in r["error"]
     assert web_execute_js(web_browser, "6 * 7", no_monitor=True)["js_return"] == 42
     assert "PAGE-ONE-BODY" in web_scan(web_browser)
+
+
+def test_an_aborted_task_stops_the_running_script(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    abort = threading.Event()
+    abort.set()
+    r = web_execute_js(web_browser, "while (true) {}", abort=abort)
+    assert r["status"] == "failed" and "aborted" in r["error"] and r["ms"] < 5000
+    assert web_execute_js(web_browser, "2", no_monitor=True)["js_return"] == 2
 
 
 def test_save_to_file_writes_the_whole_value_and_returns_a_preview(web_browser, web_site,

@@ -184,6 +184,24 @@ def test_attach_scans_the_visible_tab_and_leaves_the_browser_running(users_brows
     assert page_targets(user) == before
 
 
+def test_a_kept_profile_survives_a_clean_close(short_temp, web_site):
+    need_browser()
+    cfg = BrowserConfig(profile_dir=str(short_temp / "profile"), window_size=(1000, 700))
+    first = Browser(cfg)
+    web_execute_js(first, f"location.href = '{web_site('/nav1.html')}'")
+    r = web_execute_js(first, "localStorage.kept = 'yes'; innerWidth", no_monitor=True)
+    assert r["js_return"] == 1000
+    run_dir = first.launched.run_dir
+    first.close()
+    assert (short_temp / "profile").is_dir() and not run_dir.exists()
+    second = Browser(cfg)
+    try:
+        web_execute_js(second, f"location.href = '{web_site('/nav1.html')}'")
+        assert web_execute_js(second, "localStorage.kept", no_monitor=True)["js_return"] == "yes"
+    finally:
+        second.close()
+
+
 def test_a_crashed_browser_is_reported_and_the_next_call_starts_a_new_one(web_site):
     need_browser()
     browser = Browser()

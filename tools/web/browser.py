@@ -157,9 +157,9 @@ class Tab:
             if self.closed:
                 self.session.conn.forget(pending)
                 raise WebError("the tab was closed; web_scan shows the open tabs")
-            stop = "aborted" if abort is not None and abort.is_set() else None
+            stop = "was aborted" if abort is not None and abort.is_set() else None
             if time.monotonic() >= deadline:
-                stop = f"timed out after {timeout:g} s"
+                stop = f"ran past its {timeout:g} s timeout"
             if stop:
                 self.session.send("Runtime.terminateExecution")
                 if not pending.done.wait(TERMINATE_WAIT):
@@ -343,8 +343,13 @@ class Browser:
     def tab_list(self) -> list[dict]:
         with self._state:
             infos = sorted(self.targets.values(), key=lambda i: int(self.short[i["targetId"]]))
-        return [{"id": self.short[i["targetId"]], "url": i.get("url", ""),
-                 "title": i.get("title", "")} for i in infos]
+        return [self._entry(i) for i in infos]
+
+    def _entry(self, info: dict) -> dict:
+        url, title = info.get("url", ""), info.get("title", "")
+        if title in (url, url.split("://", 1)[-1]):  # CDP's stand-in until the page says
+            title = ""
+        return {"id": self.short[info["targetId"]], "url": url, "title": title}
 
     def title(self, short: str, fallback: str) -> str:
         """``document.title`` of an attached tab (CDP's title is the URL right after a
@@ -360,9 +365,8 @@ class Browser:
     def new_tabs(self, since: int) -> list[dict]:
         """Page targets created after ``len(self.created)`` was ``since`` and still open."""
         with self._state:
-            fresh = [t for t in self.created[since:] if t in self.targets]
-        return [{"id": self.short[t], "url": self.targets[t].get("url", ""),
-                 "title": self.targets[t].get("title", "")} for t in fresh]
+            fresh = [self.targets[t] for t in self.created[since:] if t in self.targets]
+        return [self._entry(i) for i in fresh]
 
     # ---- tabs ------------------------------------------------------------------------------
     def tab(self, switch_to: str | None = None) -> Tab:

@@ -36,6 +36,7 @@ MAX_TIMEOUT = 600
 QUIET = 0.25  # seconds the DOM must be quiet after the script …
 CHANGES_MAX = 1.5  # … but the monitor waits no longer than this
 NAV_WAIT = 10.0  # seconds a navigation the script caused is waited for
+NEW_TAB_WAIT = 1.0  # seconds to wait for the URL of a tab the script opened
 PREVIEW_CHARS = 200  # of a value saved to a file
 OBJECT_GROUP = "ga-exec"
 BIND_GA = "const ga = (n) => window.__ga.node(n);"
@@ -117,6 +118,10 @@ def run(browser: Browser, tab: Tab, script: str, monitor: bool, timeout: float,
     if started_navigation(tab, marks) or tab.navigations > marks.navigations:
         result["navigated"] = navigation(tab, marks)
     new_tabs = browser.new_tabs(marks.created)
+    if any(not t["url"] for t in new_tabs):  # a popup's URL arrives just after it opens
+        browser.wait_targets(lambda: all(t["url"] for t in browser.new_tabs(marks.created)),
+                             NEW_TAB_WAIT)
+        new_tabs = browser.new_tabs(marks.created)
     if new_tabs:
         result["newTabs"] = new_tabs
     if len(tab.dialogs) > marks.dialogs:
