@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 
 from web_site import goto, web_browser, web_site
@@ -73,6 +74,17 @@ def test_navigation_mid_script_is_waited_for_and_reported(web_browser, web_site)
     assert "did not run" in r["note"]
     assert r["navigated"]["to"] == url and r["navigated"]["title"] == "Page two"
     assert r["ms"] < 5000
+
+
+def test_a_page_that_fails_to_load_or_a_blocked_navigation_is_said_so(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/"
+    r = web_execute_js(web_browser, f"location.href = '{closed}'")
+    assert r["navigated"]["to"] == closed and "did not load" in r["navigated"]["note"]
+    r = web_execute_js(web_browser, "location.href = 'data:text/html,<p>x</p>'")
+    assert "blocked or cancelled" in r["navigated"]["note"] and r["ms"] < 5000
 
 
 def test_window_open_lists_the_new_tab_and_switching_works(web_browser, web_site):

@@ -19,17 +19,10 @@ from tools import clip
 from tools.code_run import last_code_block
 from tools.fsutil import atomic_write
 
-from .browser import (
-    Browser,
-    JSError,
-    ScriptTimeout,
-    Tab,
-    WebError,
-    error_text,
-    exception_text,
-)
+from .browser import Browser, error_text
 from .cdp import CDPError
 from .launch import BrowserUnavailable
+from .tab import JSError, ScriptTimeout, Tab, WebError, exception_text
 
 DEFAULT_TIMEOUT = 30
 MAX_TIMEOUT = 600
@@ -41,6 +34,9 @@ PREVIEW_CHARS = 200  # of a value saved to a file
 OBJECT_GROUP = "ga-exec"
 BIND_GA = "const ga = (n) => window.__ga.node(n);"
 SERIALIZE = "function () { return window.__ga.serialize(this); }"
+ERROR_PAGE = "chrome-error://"
+LOAD_FAILED = "the page did not load; web_scan shows the browser's error page"
+NOT_NAVIGATED = "a navigation started but was blocked or cancelled; the page is unchanged"
 CUT_SHORT_NOTE = ("the page navigated while the script ran; statements after the navigation "
                   "did not run")
 
@@ -181,11 +177,15 @@ def navigation(tab: Tab, marks: Marks) -> dict:
     """Wait (≤ NAV_WAIT) for a navigation the script started; report where it went."""
     report: dict[str, Any] = {"from": marks.url}
     if started_navigation(tab, marks):
-        loaded = tab.wait(lambda: tab.loads > marks.loads and tab.navigations > marks.navigations,
-                          NAV_WAIT)
-        if not loaded:
+        if not tab.wait(lambda: tab.loads > marks.loads, NAV_WAIT):
             report["note"] = f"still loading after {NAV_WAIT:g} s"
+        elif tab.navigations == marks.navigations:
+            report["note"] = NOT_NAVIGATED
+            return report
     report["to"] = tab.url
+    if tab.url.startswith(ERROR_PAGE):
+        report["to"] = tab.target_url()
+        report["note"] = LOAD_FAILED
     try:
         report["title"] = tab.page_value("document.title", timeout=5)
     except (CDPError, JSError) as e:

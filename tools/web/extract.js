@@ -105,7 +105,7 @@
   function kindOf(el, ctx) {
     const t = el.localName;
     if (t === 'a' && el.hasAttribute('href')) return 'link';
-    if (t === 'button') return 'button';
+    if (t === 'button' || t === 'summary') return 'button';
     if (t === 'input') {
       const type = (el.getAttribute('type') || 'text').toLowerCase();
       if (type === 'hidden') return null;

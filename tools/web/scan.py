@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from .browser import Browser, Tab, WebError, error_text
+from .browser import Browser, error_text
 from .cdp import CDPError
 from .launch import BrowserUnavailable
+from .tab import Tab, WebError
 
 SCAN_TIMEOUT = 20.0  # seconds the extractor may run before it is terminated
 LOAD_WAIT = 5.0  # seconds a scan waits for a loading page
