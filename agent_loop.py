@@ -133,11 +133,15 @@ class BaseHandler:
                           exit_reason) -> str:
         return next_prompt
 
+    def unknown_tool(self, tool_name: str) -> str:
+        """What the model is told when it calls a tool it does not have."""
+        return f"unknown tool {tool_name}"
+
     def dispatch(self, tool_name: str, args: dict, response, index: int = 0,
                  tool_num: int = 1) -> Generator[str, None, StepOutcome]:
         method = getattr(self, f"do_{tool_name}", None)
         if tool_name != "bad_json" and (method is None or tool_name in self.disabled_tools):
-            msg = f"unknown tool {tool_name}"
+            msg = self.unknown_tool(tool_name)
             return error_outcome(msg, next_prompt=msg)
         if not isinstance(args, dict):
             return error_outcome(f"[Error] the arguments of your {tool_name} tool call must be "

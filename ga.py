@@ -13,6 +13,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -129,6 +130,10 @@ class GenericAgentHandler(BaseHandler):
         self._bad_replies: list[str] = []  # why the replies in the current run were unusable
         self._checkpointed = False
         self._signatures: list[str | None] = []
+
+    def unknown_tool(self, tool_name: str) -> str:
+        why = self.parent.unavailable.get(tool_name)
+        return f"unknown tool {tool_name}" + (f" (not available: {why})" if why else "")
 
     def resolve(self, path: str) -> Path:
         return Path(os.path.abspath(os.path.join(self.cwd, os.path.expanduser(path))))
@@ -616,6 +621,7 @@ class GenericAgent:
         """The web tools' browser: started (or attached) at the first web call."""
         if self._browser is None:
             self._browser = Browser(self.browser_config)
+            weakref.finalize(self, self._browser.close)  # an agent dropped unclosed
         return self._browser
 
     def close(self) -> None:

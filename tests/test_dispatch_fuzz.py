@@ -17,8 +17,10 @@ from agent_loop import StepOutcome, _result_text
 from ga import GenericAgent, GenericAgentHandler
 from llmcore.scripted import ScriptedClient
 from tools.spec import tool_specs
+from tools.web import BrowserConfig
 
 FUZZ_EXAMPLES = 200
+NO_BROWSER = BrowserConfig(executable="/nonexistent/chromium")
 SPECS = {s.name: s for s in tool_specs(GenericAgentHandler)}
 ODD_NAMES = ["no_tool", "bad_json", "web_scan", "do_", "", "__class__", "file_read ", "FILE_READ"]
 EXTRA_KEYS = ["raw", "name", "error", "code", "_index", "_tool_num"]
@@ -80,7 +82,8 @@ def test_dispatch_never_raises_for_any_name_or_args(home, call):
     Path("sub").mkdir(exist_ok=True)
     for path in ("a.txt", "sub/b.txt"):
         Path(path).write_text("alpha\nbeta\n")
-    agent = GenericAgent(ScriptedClient([]), home=home, cwd=Path.cwd())
+    # the web tools' arguments are fuzzed here, not a browser (tests/test_web_*.py drive one)
+    agent = GenericAgent(ScriptedClient([]), home=home, cwd=Path.cwd(), browser=NO_BROWSER)
     handler = GenericAgentHandler(agent, agent.cwd)
     _, outcome = drain(handler.dispatch(name, args, None, index=0, tool_num=1))
     assert isinstance(outcome, StepOutcome)

@@ -3,6 +3,7 @@ alone, a crash or a missing browser reported to the model (SPEC §9)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -231,8 +232,30 @@ def test_no_browser_means_no_web_tools_and_a_hint_when_called_anyway(home, tmp_p
     assert "apt-get install chromium" in agent.unavailable["web_scan"]
     events = list(agent.run_task("browse"))
     result = next(e for e in events if e["type"] == "tool_result")["data"]
-    assert json.loads(result)["status"] == "error" and "apt-get install chromium" in result
+    assert result["status"] == "error" and "apt-get install chromium" in result["msg"]
     assert events[-1]["result"] == "CURRENT_TASK_DONE"
+
+
+def test_a_browser_that_cannot_start_answers_with_a_hint_and_the_task_goes_on(home, tmp_path,
+                                                                              caplog):
+    broken = tmp_path / "chromium"
+    broken.write_text("#!/bin/sh\necho 'cannot open display' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    script = [{"text": "<summary>try</summary>", "tool_calls": [
+                  {"name": "web_execute_js", "args": {"script": "1"}},
+                  {"name": "web_scan", "args": {}}]},
+              {"text": "could not browse"}]
+    agent = GenericAgent(ScriptedClient(script), home=home, cwd=tmp_path,
+                         browser=BrowserConfig(executable=str(broken)))
+    assert agent.unavailable == {}
+    events = list(agent.run_task("browse"))
+    executed, scanned = [e["data"] for e in events if e["type"] == "tool_result"]
+    assert executed["status"] == "failed" and "cannot open display" in executed["error"]
+    assert "apt-get install chromium" in executed["error"]
+    assert json.loads(scanned)["status"] == "error" and "exited at start" in scanned
+    assert events[-1]["result"] == "CURRENT_TASK_DONE"
+    told = [r for r in caplog.records if "cannot open display" in r.getMessage()]
+    assert len(told) == 1 and told[0].levelname == "WARNING"  # the user hears it once
 
 
 def test_executable_comes_from_config_then_ga_chromium(monkeypatch, tmp_path):
@@ -312,4 +335,14 @@ def test_agent_runs_web_tools_and_closes_its_browser(run_agent, web_site):
     assert any(t["function"]["name"] == "web_scan" for t in client.calls[0]["tools"])
     launched = agent.browser.launched
     agent.close()
+    assert wait_exit(launched.proc.pid) and not launched.run_dir.exists()
+
+
+def test_an_agent_dropped_without_close_still_ends_its_browser(home, tmp_path):
+    need_browser()
+    agent = GenericAgent(ScriptedClient([]), home=home, cwd=tmp_path)
+    agent.browser.tab()
+    launched = agent.browser.launched
+    del agent
+    gc.collect()
     assert wait_exit(launched.proc.pid) and not launched.run_dir.exists()
