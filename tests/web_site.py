@@ -184,8 +184,9 @@ def web_browser() -> Iterator[Browser]:
 
 
 def goto(browser: Browser, url: str) -> dict:
-    """Navigate the active tab to ``url`` through the tool itself."""
-    result = web_execute_js(browser, f"location.href = {json.dumps(url)}")
+    """Navigate the active tab to ``url`` through the tool itself (no DOM monitor: the
+    navigation is reported without it)."""
+    result = web_execute_js(browser, f"location.href = {json.dumps(url)}", no_monitor=True)
     assert result["status"] == "success", result
     assert result["navigated"]["to"] == url, result
     return result

@@ -29,6 +29,7 @@ MAX_TIMEOUT = 600
 QUIET = 0.25  # seconds the DOM must be quiet after the script …
 CHANGES_MAX = 1.5  # … but the monitor waits no longer than this
 NAV_WAIT = 10.0  # seconds a navigation the script caused is waited for
+NAV_START_WAIT = 2.0  # seconds for an asked-for navigation to start loading (else blocked)
 NEW_TAB_WAIT = 1.0  # seconds to wait for the URL of a tab the script opened
 PREVIEW_CHARS = 200  # of a value saved to a file
 OBJECT_GROUP = "ga-exec"
@@ -47,6 +48,7 @@ class Marks:
 
     url: str
     nav_requests: int
+    starts: int
     navigations: int
     loads: int
     dialogs: int
@@ -54,8 +56,8 @@ class Marks:
 
     @classmethod
     def of(cls, tab: Tab, browser: Browser) -> Marks:
-        return cls(tab.url, tab.nav_requests, tab.navigations, tab.loads, len(tab.dialogs),
-                   len(browser.created))
+        return cls(tab.url, tab.nav_requests, tab.starts, tab.navigations, tab.loads,
+                   len(tab.dialogs), len(browser.created))
 
 
 def resolve_script(script: str, reply_text: str, cwd: Path) -> str:
@@ -177,9 +179,10 @@ def navigation(tab: Tab, marks: Marks) -> dict:
     """Wait (≤ NAV_WAIT) for a navigation the script started; report where it went."""
     report: dict[str, Any] = {"from": marks.url}
     if started_navigation(tab, marks):
-        if not tab.wait(lambda: tab.loads > marks.loads, NAV_WAIT):
+        started = tab.wait(lambda: tab.starts > marks.starts, NAV_START_WAIT)
+        if started and not tab.wait(lambda: tab.loads > marks.loads, NAV_WAIT):
             report["note"] = f"still loading after {NAV_WAIT:g} s"
-        elif tab.navigations == marks.navigations:
+        elif not started or tab.navigations == marks.navigations:
             report["note"] = NOT_NAVIGATED
             return report
     report["to"] = tab.url

@@ -48,7 +48,8 @@ class Tab:
         self.main_frame = ""
         self.url = ""
         self.navigations = 0  # main-frame navigations committed (same-document ones too)
-        self.nav_requests = 0  # main-frame navigations started
+        self.nav_requests = 0  # main-frame navigations asked for (the page's own at once)
+        self.starts = 0  # main-frame loads started
         self.loads = 0  # main-frame loads finished
         self.dialogs: list[dict] = []
         self.requests: dict[str, float] = {}
@@ -95,8 +96,12 @@ class Tab:
         elif method == "Page.navigatedWithinDocument" and main:
             self.url = p.get("url", self.url)
             self.navigations += 1
+        elif method == "Page.frameRequestedNavigation" and main and p.get(
+                "disposition", "currentTab") == "currentTab":
+            self.nav_requests += 1
         elif method == "Page.frameStartedLoading" and main:
             self.nav_requests += 1
+            self.starts += 1
         elif method in ("Page.loadEventFired", "Page.frameStoppedLoading") and (
                 main or method == "Page.loadEventFired"):
             self.loads += 1
