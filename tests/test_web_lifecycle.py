@@ -183,6 +183,8 @@ def test_attach_scans_the_visible_tab_and_leaves_the_browser_running(users_brows
     browser.close()
     assert proc.poll() is None
     assert page_targets(user) == before
+    infos = user.call("Target.getTargets")["targetInfos"]
+    assert not any(i["attached"] for i in infos if i["type"] == "page")  # nothing left on
 
 
 def test_a_kept_profile_survives_a_clean_close(short_temp, web_site):

@@ -234,11 +234,24 @@ class Browser:
             self._seen({"type": "page", "targetId": target, "url": "about:blank"}, created=False)
             return target
         if self.cfg.attach:  # the user's browser: start where the user is looking
-            for short in targets:
-                tab = self._attached(target_of[short])
-                if tab.page_value("document.visibilityState", timeout=5) == "visible":
-                    return tab.target_id
+            visible = next((target_of[s] for s in targets if self._visible(target_of[s])), None)
+            if visible:
+                return visible
         return target_of[targets[0]]
+
+    def _visible(self, target: str) -> bool:
+        """Whether the user sees this tab (a short look: the session is left at once)."""
+        session = self.conn.call("Target.attachToTarget",
+                                 {"targetId": target, "flatten": True})["sessionId"]
+        try:
+            reply = self.conn.call("Runtime.evaluate", {
+                "expression": "document.visibilityState", "returnByValue": True},
+                session, timeout=TITLE_TIMEOUT)
+        except CDPError:
+            return False
+        finally:
+            self.conn.send("Target.detachFromTarget", {"sessionId": session})
+        return reply.get("result", {}).get("value") == "visible"
 
     def _attached(self, target: str) -> Tab:
         tab = self.tabs.get(target)
