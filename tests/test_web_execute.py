@@ -42,6 +42,9 @@ def test_a_thrown_error_is_a_failed_result_with_its_first_line(web_browser, web_
     assert r["status"] == "failed" and r["error"] == "TypeError: bad thing"
     r = web_execute_js(web_browser, "ga(999)")
     assert r["status"] == "failed" and "no element [999]" in r["error"]
+    r = web_execute_js(web_browser, "document.querySelector('a').click(); missing.call()")
+    assert r["status"] == "failed" and r["error"].startswith("ReferenceError: missing")
+    assert r["navigated"]["to"] == web_site("/nav2.html")  # what it did before it threw
 
 
 def test_monitor_reports_dom_changes_and_new_text(web_browser, web_site):

@@ -82,9 +82,7 @@ def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = No
     try:
         tab = browser.tab(switch_tab_id)
         result["tab_id"] = tab.id
-        notice = browser.take_notice()
-        if notice:
-            result["note"] = notice
+        add_note(result, browser.take_notice())
         run(browser, tab, script, not no_monitor, timeout, abort, result)
     except (ScriptTimeout, JSError) as e:
         result.update(status="failed", error=str(e))
@@ -105,10 +103,13 @@ def run(browser: Browser, tab: Tab, script: str, monitor: bool, timeout: float,
         tab.page_value("window.__ga.watch()")
     try:
         result["js_return"] = evaluate(tab, script, timeout, abort)
+    except JSError as e:  # still say what it did before it threw
+        result.update(status="failed", error=str(e))
+        monitor = False
     except CDPError:  # the document went away under the script: a navigation?
         if not started_navigation(tab, marks):
             raise
-        result["note"] = (result.get("note", "") + "; " + CUT_SHORT_NOTE).lstrip("; ")
+        add_note(result, CUT_SHORT_NOTE)
     if monitor and not started_navigation(tab, marks):
         changes = watch_changes(tab, marks)
         if changes:
@@ -124,6 +125,11 @@ def run(browser: Browser, tab: Tab, script: str, monitor: bool, timeout: float,
         result["newTabs"] = new_tabs
     if len(tab.dialogs) > marks.dialogs:
         result["dialogs"] = tab.dialogs[marks.dialogs:]
+
+
+def add_note(result: dict, note: str) -> None:
+    if note:
+        result["note"] = f"{result['note']}; {note}" if result.get("note") else note
 
 
 def evaluate(tab: Tab, script: str, timeout: float, abort: threading.Event | None) -> Any:
