@@ -194,11 +194,26 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
 
         Settings.from_dict(cfg.agent, cfg.path)
         tools_settings(cfg)
+    print_browser(cfg)
     problems = [line for line in print_profiles(cfg, args.model) if line]
     for line in problems:
         print(f"problem: {line}")
     print("ok" if not problems else f"{len(problems)} problem(s)")
     return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def print_browser(cfg: Config) -> None:
+    """The browser the web tools would use, or why there is none (bad keys: ConfigError)."""
+    from tools.web import BrowserConfig, unavailable_reason
+
+    browser = BrowserConfig.from_dict(cfg.browser, cfg.path)
+    reason = unavailable_reason(browser)
+    if reason:
+        print(f"browser: none, the web tools are not offered: {reason}")
+    elif browser.attach:
+        print(f"browser: attach to {browser.cdp_url or 'http://127.0.0.1:9222'}")
+    else:
+        print(f"browser: launch {browser.find_executable()}")
 
 
 def print_profiles(cfg: Config, model: str | None) -> list[str]:

@@ -304,6 +304,22 @@ def test_bad_browser_config_exits_2_naming_file_and_key(tmp_path, capsys):
     assert str(cfg) in err and "browser.mode" in err
 
 
+def test_config_check_names_the_browser_or_a_bad_browser_key(tmp_path, capsys, monkeypatch):
+    from frontends.cli import main
+
+    monkeypatch.setenv("GA_CHROMIUM", str(tmp_path / "no-chromium"))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"browser": {"cdp_url": "http://127.0.0.1:9333"}}))
+    main(["--config", str(cfg), "config", "check"])
+    assert "browser: attach to http://127.0.0.1:9333" in capsys.readouterr().out
+    cfg.write_text(yaml.safe_dump({"browser": {"headless": "no"}}))
+    assert main(["--config", str(cfg), "config", "check"]) == 2
+    assert "browser.headless" in capsys.readouterr().err
+    cfg.write_text(yaml.safe_dump({"browser": {}}))
+    main(["--config", str(cfg), "config", "check"])
+    assert "browser: none, the web tools are not offered: $GA_CHROMIUM" in capsys.readouterr().out
+
+
 def test_budget_scales_with_the_context_window_and_splits_among_web_calls():
     assert budget(35_000) == 35_000
     assert budget(35_000, context_win=70_000) == 70_000
