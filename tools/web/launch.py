@@ -61,6 +61,7 @@ ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC
             "XDG_CACHE_HOME", "DBUS_SESSION_BUS_ADDRESS", "FONTCONFIG_PATH", "HTTP_PROXY",
             "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
             "all_proxy")
+PROFILE_IN_USE = " (is the profile {} open in another browser?)"
 INSTALL_HINT = (
     "install Chromium (Debian/Ubuntu: apt-get install chromium), or name a Chrome/Chromium "
     "binary with browser.executable in config.yaml or $GA_CHROMIUM, or attach to your own "
@@ -305,8 +306,9 @@ def _wait_port(launched: Launched, exe: str) -> str:
         if not launched.alive():
             tail = launched.log_tail()
             launched.stop()
+            in_use = "" if launched.temp_profile else PROFILE_IN_USE.format(launched.profile)
             raise BrowserUnavailable(f"{exe} exited at start (code {launched.proc.returncode})"
-                                     f"{': ' + tail if tail else ''}. {INSTALL_HINT}")
+                                     f"{': ' + tail if tail else ''}{in_use}. {INSTALL_HINT}")
         found = PORT_FILE.fullmatch(_read(port_file).strip())
         if found:  # a whole file: it may be read while it is being written
             return f"ws://127.0.0.1:{found.group(1)}{found.group(2)}"
