@@ -12,12 +12,11 @@ from typing import Any, Callable
 
 from .cdp import CDPError, Connection, ConnectionLost, Session
 from .launch import DEFAULT_CDP_URL, BrowserConfig, BrowserUnavailable, attach_url, launch
-from .tab import Tab, WebError
+from .tab import QUICK_TIMEOUT, Tab, WebError
 
 log = logging.getLogger("ga.web")
 
 HIDDEN_URLS = ("devtools://", "chrome-extension://")
-TITLE_TIMEOUT = 2.0
 
 
 def error_text(browser: Browser, error: Exception) -> str:
@@ -103,7 +102,8 @@ class Browser:
         try:
             if launched is None:  # attached: leave the user's browser and tabs as they were
                 for session_id in list(self.sessions):
-                    conn.call("Target.detachFromTarget", {"sessionId": session_id}, timeout=2)
+                    conn.call("Target.detachFromTarget", {"sessionId": session_id},
+                              timeout=QUICK_TIMEOUT)
             elif not launched.temp_profile:  # the user's profile: let it close cleanly
                 conn.send("Browser.close")
         except CDPError as e:
@@ -186,7 +186,7 @@ class Browser:
         if tab is None:
             return fallback
         try:
-            return tab.page_value("document.title", timeout=TITLE_TIMEOUT) or fallback
+            return tab.page_value("document.title", timeout=QUICK_TIMEOUT) or fallback
         except (WebError, CDPError):
             return fallback
 
@@ -246,7 +246,7 @@ class Browser:
         try:
             reply = self.conn.call("Runtime.evaluate", {
                 "expression": "document.visibilityState", "returnByValue": True},
-                session, timeout=TITLE_TIMEOUT)
+                session, timeout=QUICK_TIMEOUT)
         except CDPError:
             return False
         finally:

@@ -18,6 +18,8 @@ log = logging.getLogger("ga.web")
 
 CALL_TIMEOUT = 30.0  # seconds a CDP call may take unless the caller says otherwise
 CONNECT_TIMEOUT = 10.0
+CLOSE_TIMEOUT = 1.0  # seconds for the websocket's closing handshake
+READER_JOIN = 2.0  # seconds for the reader thread to end after the close
 
 Listener = Callable[[str, dict, "str | None"], None]
 
@@ -172,10 +174,10 @@ class Connection:
     def close(self) -> None:
         self._shutdown("closed by the runtime")
         try:
-            self._ws.close(timeout=1)
+            self._ws.close(timeout=CLOSE_TIMEOUT)
         except self._errors as e:
             log.debug("closing the CDP websocket: %s", e)
-        self._reader.join(timeout=2)
+        self._reader.join(timeout=READER_JOIN)
 
 
 class Session:

@@ -22,9 +22,10 @@ from tools.fsutil import atomic_write
 from .browser import Browser, error_text
 from .cdp import CDPError
 from .launch import BrowserUnavailable
-from .tab import JSError, ScriptTimeout, Tab, WebError, exception_text
+from .tab import QUICK_TIMEOUT, JSError, ScriptTimeout, Tab, WebError, exception_text
 
 DEFAULT_TIMEOUT = 30
+MIN_TIMEOUT = 1.0
 MAX_TIMEOUT = 600
 QUIET = 0.25  # seconds the DOM must be quiet after the script …
 CHANGES_MAX = 1.5  # … but the monitor waits no longer than this
@@ -77,7 +78,7 @@ def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = No
                    save_to: Path | None = None) -> dict:
     """Run ``script`` in the active (or named) tab and report what happened."""
     start = time.monotonic()
-    timeout = min(max(float(timeout), 1.0), MAX_TIMEOUT)
+    timeout = min(max(float(timeout), MIN_TIMEOUT), MAX_TIMEOUT)
     result: dict[str, Any] = {"status": "success", "js_return": None}
     try:
         tab = browser.tab(switch_tab_id)
@@ -196,7 +197,7 @@ def navigation(tab: Tab, marks: Marks) -> dict:
         report["to"] = tab.target_url()
         report["note"] = LOAD_FAILED
     try:
-        report["title"] = tab.page_value("document.title", timeout=5)
+        report["title"] = tab.page_value("document.title", timeout=QUICK_TIMEOUT)
     except (CDPError, JSError) as e:
         report["title"] = f"({e})"
     return report

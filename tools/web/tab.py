@@ -21,6 +21,8 @@ REQUEST_STALE = 2.0  # seconds after which a request (long poll, stream) no long
 TERMINATE_WAIT = 2.0  # seconds to wait for a terminated script's answer
 TICK = 0.1  # seconds between abort checks while a script runs
 DIALOG_TEXT_CHARS = 300
+PAGE_TIMEOUT = 20.0  # seconds our own page-side helpers may take
+QUICK_TIMEOUT = 2.0  # seconds for a small read (a title, a state) before giving up on it
 
 
 class WebError(Exception):
@@ -172,7 +174,7 @@ class Tab:
                 raise ScriptTimeout(f"the script {stop} and was terminated; the tab is usable")
         return self.session.conn.result("Runtime.evaluate", pending)
 
-    def page_value(self, expression: str, timeout: float = 20.0) -> Any:
+    def page_value(self, expression: str, timeout: float = PAGE_TIMEOUT) -> Any:
         """The JSON value of ``expression``; a thrown exception becomes JSError."""
         reply = self.evaluate(expression, timeout)
         if "exceptionDetails" in reply:
