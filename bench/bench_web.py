@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tools.web import BrowserConfig, unavailable_reason  # noqa: E402
 from tools.web.browser import Browser  # noqa: E402
 from tools.web.execute import web_execute_js  # noqa: E402
-from tools.web.launch import FLAGS, kill_group  # noqa: E402
+from tools.web.launch import FLAGS  # noqa: E402
 from tools.web.scan import web_scan  # noqa: E402
 
 DEFAULT_RUNS = 10
@@ -94,7 +95,7 @@ def bare_start_s() -> float:
     while not (port.exists() and len(port.read_text().split()) == 2):
         time.sleep(0.005)
     took = time.perf_counter() - started
-    kill_group(proc.pid)
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     subprocess.run(["rm", "-rf", str(profile)], check=False)
     return took

@@ -1,11 +1,10 @@
 """Where the browser comes from: the ``browser:`` config, finding Chromium, launching it
 tied to the runtime, and finding the websocket of a browser to attach to.
 
-A launched Chromium runs in its own session with a parent-death signal, from a thread
-that lives exactly as long as the child (Linux sends that signal when the *thread* that
-forked the child ends). A small watcher process (``watcher.py``) kills the browser and
-removes its run folder (temp profile, TMPDIR, log) when the runtime is gone, SIGKILL
-included. Nothing of the user's environment but what a browser needs reaches it.
+A launched Chromium is tied to the runtime (``tools.procs``): whatever ends the runtime,
+SIGKILL included, ends the browser's whole process group, and its run folder (temp
+profile, the browser's TMPDIR, its log) sits in the runtime's own temp dir, removed with
+it. Nothing of the user's environment but what a browser needs reaches it.
 """
 
 from __future__ import annotations
@@ -15,19 +14,15 @@ import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from llmcore.base import ConfigError
-
-from .watcher import kill_group
+from tools.procs import end_group, popen_tied, release, runtime_dir
 
 log = logging.getLogger("ga.web")
 
@@ -40,13 +35,10 @@ DEFAULT_WINDOW = (1280, 1000)
 START_TIMEOUT = 20.0  # seconds for a launched browser to open its DevTools port
 START_POLL = 0.01
 CLOSE_GRACE = 3.0  # seconds a browser with the user's profile gets to close cleanly
-GONE_WAIT = 5.0
 VERSION_TIMEOUT = 5.0
 LOG_TAIL_CHARS = 600
-PR_SET_PDEATHSIG = 1
 PORT_FILE = re.compile(r"(\d+)\n(/devtools/browser/[0-9a-f-]{36})")
 SOCKET_PATH_MAX = 107  # bytes of a unix socket path (sun_path less its NUL)
-RUN_DIR_CHARS = len("/ga-chromium-12345678")
 SOCKET_SUFFIX_CHARS = len("/org.chromium.Chromium.123456/SingletonSocket")
 FLAGS = (
     "--disable-gpu", "--disable-quic", "--no-first-run", "--no-default-browser-check",
@@ -165,58 +157,17 @@ def _window_size(path: str | None, where: str, value: Any) -> tuple[int, int]:
 
 
 # ---- launching ---------------------------------------------------------------------------
-def _die_with_parent() -> Any:
-    """A preexec function: the child gets SIGKILL when its parent thread ends (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    parent = os.getpid()
-
-    def preexec() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return preexec
-
-
-def spawn_tied(argv: list[str], name: str, **popen: Any) -> subprocess.Popen:
-    """Start ``argv`` in its own session, tied to this process: the thread that forks it
-    waits for it, so the parent-death signal fires only when the runtime itself dies."""
-    box: dict[str, Any] = {}
-    started = threading.Event()
-
-    def run() -> None:
-        try:
-            box["proc"] = subprocess.Popen(argv, start_new_session=True,
-                                           preexec_fn=_die_with_parent(), **popen)
-        except OSError as e:
-            box["error"] = e
-        started.set()
-        if "proc" in box:
-            box["proc"].wait()
-
-    threading.Thread(target=run, name=f"ga-{name}", daemon=True).start()
-    started.wait()
-    if "error" in box:
-        raise box["error"]
-    return box["proc"]
-
-
-def browser_env(run_dir: Path) -> dict[str, str]:
+def browser_env(temp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ENV_KEEP}
-    env["TMPDIR"] = str(run_dir)  # Chromium's own temp files go where the watcher cleans
+    env["TMPDIR"] = str(temp)  # Chromium's own temp files go where they are cleaned up
     return env
 
 
 @dataclass
 class Launched:
-    """A Chromium this runtime started, with its run folder and its watcher."""
+    """A Chromium this runtime started, with its run folder."""
 
     proc: subprocess.Popen
-    watcher: subprocess.Popen
     run_dir: Path
     profile: Path
     ws_url: str
@@ -226,20 +177,16 @@ class Launched:
         return self.proc.poll() is None
 
     def stop(self, graceful: bool = False) -> None:
-        """End the browser and its children, remove the run folder, release the watcher."""
+        """End the browser and its children and remove the run folder."""
         if graceful and self.alive():
             try:
                 self.proc.wait(CLOSE_GRACE)
             except subprocess.TimeoutExpired:
                 log.warning("the browser did not close in %.0f s; killing it", CLOSE_GRACE)
-        kill_group(self.proc.pid)
+        end_group(self.proc)
+        self.proc.wait()
         shutil.rmtree(self.run_dir, ignore_errors=True)
-        if self.watcher.stdin:
-            self.watcher.stdin.close()
-        try:
-            self.watcher.wait(GONE_WAIT)
-        except subprocess.TimeoutExpired:
-            log.warning("the browser watcher (pid %d) did not exit", self.watcher.pid)
+        release(self.proc)
 
     def log_tail(self) -> str:
         try:
@@ -253,15 +200,10 @@ class Launched:
 def launch(cfg: BrowserConfig) -> Launched:
     """Start Chromium with a DevTools port; raise BrowserUnavailable when it cannot start."""
     exe = cfg.find_executable()
-    run_dir = Path(tempfile.mkdtemp(prefix="ga-chromium-", dir=_short_temp()))
+    run_dir, temp = _run_dirs()
     profile = Path(cfg.profile_dir).expanduser() if cfg.profile_dir else run_dir / "profile"
     profile.mkdir(parents=True, exist_ok=True)
     (profile / "DevToolsActivePort").unlink(missing_ok=True)
-    # the watcher must outlive a killed runtime to clean up: its own session, no tie
-    watcher = subprocess.Popen(
-        [sys.executable, "-I", "-S", str(Path(__file__).with_name("watcher.py")), str(run_dir)],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
     argv = [exe, *FLAGS, f"--user-data-dir={profile}",
             "--window-size={},{}".format(*cfg.window_size)]
     if cfg.is_headless():
@@ -271,32 +213,28 @@ def launch(cfg: BrowserConfig) -> Launched:
     argv.append("about:blank")
     with open(run_dir / "chromium.log", "wb") as errlog:
         try:
-            proc = spawn_tied(argv, "browser", stdin=subprocess.DEVNULL, stdout=errlog,
-                              stderr=errlog, env=browser_env(run_dir), cwd=run_dir)
+            proc = popen_tied(argv, stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog,
+                              env=browser_env(temp), cwd=run_dir)
         except OSError as e:
-            _release(watcher, run_dir)
+            shutil.rmtree(run_dir, ignore_errors=True)
             raise BrowserUnavailable(f"cannot start {exe}: {e.strerror}: {INSTALL_HINT}"
                                      ) from None
-    watcher.stdin.write(f"{proc.pid}\n".encode())
-    watcher.stdin.flush()
-    launched = Launched(proc, watcher, run_dir, profile, "", not cfg.profile_dir)
+    launched = Launched(proc, run_dir, profile, "", not cfg.profile_dir)
     launched.ws_url = _wait_port(launched, exe)
     return launched
 
 
-def _short_temp() -> str | None:
-    """The temp dir for the run folder: Chromium puts a unix socket in its TMPDIR, and a
-    socket path has at most 107 bytes, so a long $TMPDIR gives way to /tmp."""
-    base = tempfile.gettempdir()
-    if len(base) + RUN_DIR_CHARS + SOCKET_SUFFIX_CHARS <= SOCKET_PATH_MAX:
-        return None
-    return "/tmp" if os.access("/tmp", os.W_OK) else None
-
-
-def _release(watcher: subprocess.Popen, run_dir: Path) -> None:
-    shutil.rmtree(run_dir, ignore_errors=True)
-    watcher.stdin.close()
-    watcher.wait(GONE_WAIT)
+def _run_dirs() -> tuple[Path, Path]:
+    """The run folder (profile, log) and Chromium's TMPDIR, both removed with the runtime's
+    temp dir however the runtime ends. Chromium puts a unix socket in its TMPDIR and a
+    socket path has at most 107 bytes: a runtime dir too long for that gives way to a run
+    folder in /tmp (which outlives a killed runtime)."""
+    runtime = runtime_dir()
+    if len(str(runtime)) + SOCKET_SUFFIX_CHARS <= SOCKET_PATH_MAX or not os.access("/tmp",
+                                                                                os.W_OK):
+        return Path(tempfile.mkdtemp(prefix="ga-chromium-", dir=runtime)), runtime
+    run_dir = Path(tempfile.mkdtemp(prefix="ga-chromium-", dir="/tmp"))
+    return run_dir, run_dir
 
 
 def _wait_port(launched: Launched, exe: str) -> str:
