@@ -44,7 +44,7 @@ from tools import clip, files, web
 from tools.code_run import code_run, last_code_block
 from tools.fsutil import atomic_write, take_file
 from tools.spec import tool, tools_schema
-from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env
+from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env, override_problem
 from tools.web import execute, scan
 from tools.web.browser import Browser
 
@@ -53,6 +53,7 @@ READ_OUTPUT_CHARS = 15_000
 USER_TOOLS = ("ask_user", "start_long_term_update")
 STALE_PREFIX = "[Note] key_info"
 STREAMED = {"text": "delta", "thinking": "delta", "progress": "text"}  # event type -> its text
+SETTING_MINIMUM = {"plan_hint_after": 0}  # every other agent: setting is >= 1
 
 
 @dataclass
@@ -79,15 +80,35 @@ class Settings:
 
     @classmethod
     def from_dict(cls, data: dict, path: str | None = None) -> Settings:
-        known = {f.name: f for f in fields(cls)}
+        """The validated ``agent:`` section; a bad key or value is a ConfigError."""
+        known = [f.name for f in fields(cls)]
         for key, value in data.items():
             if key not in known:
                 raise ConfigError(path, f"agent.{key}",
                                   f"unknown setting; known: {', '.join(known)}")
-            want = dict if key == "texts" else int
-            if not isinstance(value, want) or isinstance(value, bool):
-                raise ConfigError(path, f"agent.{key}", f"must be {want.__name__}, got {value!r}")
-        return cls(**data)
+            if key == "texts":
+                check_texts(value, path)
+                continue
+            least = SETTING_MINIMUM.get(key, 1)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ConfigError(path, f"agent.{key}",
+                                  f"must be a whole number >= {least}, got {value!r}")
+        settings = cls(**data)
+        if settings.repeat_warn > settings.repeat_stop:
+            raise ConfigError(path, "agent.repeat_warn",
+                              f"must be <= repeat_stop ({settings.repeat_stop}), "
+                              f"got {settings.repeat_warn}")
+        return settings
+
+
+def check_texts(texts: object, path: str | None) -> None:
+    """``agent.texts``: known text keys, each using only the placeholders it is given."""
+    if not isinstance(texts, dict):
+        raise ConfigError(path, "agent.texts", f"must be a mapping of text names, got {texts!r}")
+    for key, text in texts.items():
+        problem = override_problem(str(key), text)
+        if problem:
+            raise ConfigError(path, f"agent.texts.{key}", problem)
 
 
 def squeeze(text: str, limit: int) -> str:

@@ -388,6 +388,54 @@ def test_settings_reject_unknown_keys():
     assert Settings.from_dict({"repeat_warn": 4}).repeat_warn == 4
 
 
+@pytest.mark.parametrize(("agent", "field", "words"), [
+    ({"checkpoint_warn_turns": 0}, "agent.checkpoint_warn_turns", ">= 1, got 0"),
+    ({"insight_every": -1}, "agent.insight_every", ">= 1, got -1"),
+    ({"summary_chars": 0}, "agent.summary_chars", ">= 1"),
+    ({"history_lines": "30"}, "agent.history_lines", "whole number"),
+    ({"plan_hint_after": -1}, "agent.plan_hint_after", ">= 0"),
+    ({"repeat_warn": 5, "repeat_stop": 2}, "agent.repeat_warn", "<= repeat_stop (2)"),
+    ({"texts": {"nosuch": "x"}}, "agent.texts.nosuch", "unknown text; known: anchor_header"),
+    ({"texts": {"remind_file": "Turn {turnx}"}}, "agent.texts.remind_file",
+     "unknown placeholder {turnx}; this text takes {turn}"),
+    ({"texts": {"summary_missing": "say {what}"}}, "agent.texts.summary_missing",
+     "takes no placeholders"),
+    ({"texts": {"remind_file": "Turn {turn"}}, "agent.texts.remind_file", "bad braces"),
+    ({"texts": {"remind_file": 3}}, "agent.texts.remind_file", "must be a string"),
+    ({"texts": ["remind_file"]}, "agent.texts", "mapping"),
+])
+def test_agent_settings_are_checked(home, tmp_path, capsys, agent, field, words):
+    from frontends.cli import main
+    from llmcore.base import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        Settings.from_dict(agent, "c.yaml")
+    assert err.value.field == field and words in err.value.message
+    (home / "config.yaml").write_text(json.dumps({"agent": agent}))
+    model = tmp_path / "model.yaml"
+    model.write_text(json.dumps([{"text": "done"}]))
+    assert main(["-m", f"scripted:{model}", "go"]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "config.yaml" in err and "Traceback" not in err
+    assert main(["config", "check"]) == 2
+    assert field in capsys.readouterr().err
+
+
+def test_agent_texts_may_use_their_placeholders_and_literal_braces(home):
+    settings = Settings.from_dict({"file_reminder_every": 2, "plan_hint_after": 0, "texts": {
+        "remind_file": "{{save}} at turn {turn}", "anchor_header": "## {{MEMORY}}"}})
+    h = GenericAgentHandler(GenericAgent(ScriptedClient([]), home=home, settings=settings))
+    assert "{save} at turn 2" in end_turn(h, 2)
+    assert "## {MEMORY}" in h._get_anchor_prompt()
+
+
+def test_text_tables_share_their_placeholders():
+    from tools.texts import EN, ZH, placeholders
+
+    assert {k: placeholders(v) for k, v in ZH.items()} == \
+        {k: placeholders(v) for k, v in EN.items()}
+
+
 def test_chinese_reminders(home):
     h = GenericAgentHandler(GenericAgent(ScriptedClient([]), home=home, lang="zh"))
     out = "".join(end_turn(h, t) for t in range(1, 8))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import locale
 import os
+import string
 
 EN: dict[str, str] = {
     "anchor_header": "### [WORKING MEMORY]",
@@ -220,4 +221,27 @@ class Texts:
         self.table = {**TABLES[self.lang], **(overrides or {})}
 
     def __call__(self, key: str, **kw: object) -> str:
-        return self.table[key].format(**kw) if kw else self.table[key]
+        return self.table[key].format(**kw)
+
+
+def placeholders(text: str) -> set[str]:
+    """The ``{names}`` a text is formatted with (ValueError on unbalanced braces)."""
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+
+
+def override_problem(key: str, text: object) -> str | None:
+    """Why ``text`` cannot stand in for the built-in text ``key``; None when it can."""
+    if key not in EN:
+        return f"unknown text; known: {', '.join(EN)}"
+    if not isinstance(text, str):
+        return f"must be a string, got {text!r}"
+    allowed = placeholders(EN[key])
+    takes = ", ".join(f"{{{name}}}" for name in sorted(allowed)) or "no placeholders"
+    try:
+        used = placeholders(text)
+    except ValueError as e:
+        return f"bad braces ({e}); write {{{{ and }}}} for a literal brace"
+    unknown = sorted(used - allowed)
+    if unknown:
+        return f"unknown placeholder {{{unknown[0]}}}; this text takes {takes}"
+    return None
