@@ -227,7 +227,7 @@ class GenericAgentHandler(BaseHandler):
         yield f"[Action] Reading file: {p}\n"
         budget = READ_OUTPUT_CHARS // max(_tool_num, 1)
         text = files.file_read(p, start=start, count=count, keyword=keyword,
-                               show_linenos=show_linenos, max_chars=budget)
+                               show_linenos=show_linenos, max_chars=budget, base=self.cwd)
         text = clip(text, budget)
         next_prompt = self._anchor(_index)
         if self.memory.is_memory_file(p):
@@ -269,7 +269,7 @@ class GenericAgentHandler(BaseHandler):
         p = self.resolve(path)
         yield f"[Action] Patching file: {path}\n"
         result = files.file_patch(p, old_content, files.expand_file_refs(new_content, self.cwd),
-                                  abort=self.abort_event)
+                                  abort=self.abort_event, base=self.cwd)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool(aliases={"tab_id": "switch_tab_id"})

@@ -231,6 +231,26 @@ def test_did_you_mean_finds_the_name_in_a_sibling_or_the_parent(tmp_path):
     assert suggest_paths(tmp_path / "tests" / "setup.cfg") == [str(tmp_path / "setup.cfg")]
 
 
+@pytest.mark.parametrize("call", [
+    {"name": "file_read", "args": {"path": "src/mian.py"}},
+    {"name": "file_patch", "args": {"path": "src/mian.py", "old_content": "a",
+                                    "new_content": "b"}},
+    {"name": "file_write", "args": {"path": "notes.md",
+                                    "content": "{{file:src/mian.py}}"}}], ids=lambda c: c["name"])
+def test_did_you_mean_is_relative_to_the_working_folder(home, tmp_path, call):
+    from ga import GenericAgent
+    from llmcore.scripted import ScriptedClient
+
+    project = tmp_path / "w48"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "main.py").write_text("x = 1\n")
+    assert Path.cwd() != project
+    client = ScriptedClient([{"tool_calls": [call]}, {"text": "done"}])
+    list(GenericAgent(client, home=home, cwd=project).run_task("read it"))
+    result = client.calls[1]["messages"][0]["tool_results"][0]["content"]
+    assert "Did you mean: src/main.py?" in result
+
+
 def test_did_you_mean_gives_up_at_its_deadline(tmp_path, monkeypatch):
     (tmp_path / "config.yaml").write_text("x")
     assert suggest_paths(tmp_path / "confg.yaml") == [str(tmp_path / "config.yaml")]

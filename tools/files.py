@@ -43,14 +43,16 @@ def file_read(
     keyword: str | None = None,
     show_linenos: bool = True,
     max_chars: int = READ_MAX_CHARS,
+    base: Path | None = None,
 ) -> str:
     """Lines of a text file with a ``[FILE] N lines`` header and a PARTIAL note.
 
     Streams: only the lines shown are held, so memory is bounded for any file size. The
     window stops early, at a whole line, when the shown text would pass ``max_chars``.
+    ``base`` is the working folder: "did you mean" paths are shown relative to it.
     """
     path = Path(path)
-    _check_file(path)
+    _check_file(path, base)
     start, count = max(1, int(start)), max(1, int(count))
     notes = []
     with open_regular(path) as f:
@@ -108,8 +110,8 @@ def _read_text(path: Path) -> str:
         return f.read().decode("utf-8", errors="surrogateescape")
 
 
-def _read_lines(path: Path) -> list[str]:
-    _check_file(path)
+def _read_lines(path: Path, base: Path | None = None) -> list[str]:
+    _check_file(path, base)
     with open_regular(path) as f:
         _refuse_binary(f, path)
         raw = f.read()
@@ -127,7 +129,7 @@ def _cut(line: str, length: int | None = None) -> str:
     return f"{line[:MAX_LINE_CHARS]} ... [TRUNCATED] ({length} chars)"
 
 
-def _check_file(path: Path) -> None:
+def _check_file(path: Path, base: Path | None = None) -> None:
     """Raise a ToolError the model can act on unless ``path`` is an existing file."""
     if path.is_dir():
         entries = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
@@ -136,15 +138,15 @@ def _check_file(path: Path) -> None:
             shown += f", ... ({len(entries)} entries)"
         raise ToolError(f"{path} is a directory, not a file; it contains: {shown}")
     if not path.exists():
-        suggestions = suggest_paths(path)
+        suggestions = suggest_paths(path, base=base)
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
         raise ToolError(f"file not found: {path}.{hint}")
 
 
-def suggest_paths(path: Path, limit: int = 3) -> list[str]:
+def suggest_paths(path: Path, limit: int = 3, base: Path | None = None) -> list[str]:
     """Existing paths close to a missing ``path``, looked for only in its folder and that
     folder's parent (similar names; the same name in a sibling folder), within
-    ``SUGGEST_SECONDS``."""
+    ``SUGGEST_SECONDS``; shown relative to ``base`` when inside it, else absolute."""
     path = Path(path)
     deadline = time.monotonic() + SUGGEST_SECONDS
     folder, name = path.parent, path.name
@@ -157,7 +159,7 @@ def suggest_paths(path: Path, limit: int = 3) -> list[str]:
         candidate = folder.parent / sibling / name
         if candidate != path and os.path.isfile(candidate):
             found.append(candidate)
-    unique = list(dict.fromkeys(_display(p) for p in found if p != path))
+    unique = list(dict.fromkeys(_display(p, base) for p in found if p != path))
     return unique[:limit]
 
 
@@ -179,11 +181,16 @@ def _close(name: str, names: list[str], limit: int) -> list[str]:
     return difflib.get_close_matches(name, names, n=limit, cutoff=SUGGEST_CUTOFF)
 
 
-def _display(path: Path) -> str:
+def _display(path: Path, base: Path | None) -> str:
+    shown = os.path.abspath(path)
+    if base is None:
+        return shown
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except (OSError, ValueError):
-        return str(path)
+        relative = os.path.relpath(shown, os.path.abspath(base))
+    except ValueError:  # another drive (Windows)
+        return shown
+    outside = relative == os.pardir or relative.startswith(os.pardir + os.sep)
+    return shown if outside else relative
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -272,7 +279,7 @@ def _expand_ref(spec: str, base: Path) -> str:
     parts = FILE_REF_PARTS_RE.fullmatch(spec.strip())
     target = base / parts.group(1).strip()
     try:
-        lines = _read_lines(target)
+        lines = _read_lines(target, base)
     except ToolError as e:
         raise ToolError(f"bad file reference {ref}: {e}") from e
     if parts.group(2) is None:
@@ -302,14 +309,16 @@ def content_from_reply(text: str) -> str | None:
 # --- patching ------------------------------------------------------------------------------
 
 def file_patch(
-    path: Path, old_content: str, new_content: str, abort: threading.Event | None = None
+    path: Path, old_content: str, new_content: str, abort: threading.Event | None = None,
+    base: Path | None = None,
 ) -> dict:
     """Replace the one occurrence of ``old_content``; refuse zero or several matches.
 
-    ``abort`` (when set) cuts short the search for the closest lines after a miss.
+    ``abort`` (when set) cuts short the search for the closest lines after a miss; ``base``
+    is the working folder "did you mean" paths are shown relative to.
     """
     path = Path(path)
-    _check_file(path)
+    _check_file(path, base)
     if not old_content:
         raise ToolError("old_content is empty; copy the exact lines to replace from file_read")
     old = old_content.replace("\r\n", "\n")
