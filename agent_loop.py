@@ -37,6 +37,10 @@ MARKER_TAGS = ("key_info", "history", "earlier_context", "tool_result", "tool_us
 MARKER_WORDS = ("MASTER", "DANGER", "WORKING MEMORY", "SYSTEM", "SYSTEM TIPS")
 _MARKER_TAG = re.compile(rf"<(\s*/?\s*(?:{'|'.join(MARKER_TAGS)})\b[^<>]{{0,200}})>", re.I)
 _MARKER_WORD = re.compile(rf"\[(\s*(?:{'|'.join(MARKER_WORDS)})\s*)\]", re.I)
+MARKERS_NOTE = ("[Note] Runtime markers in this output were escaped so they cannot act as "
+                "markers: {names} stand for the real characters of the source (without the "
+                "escapes). file_write and file_patch take the real text; file_patch also "
+                "matches old_content copied in the escaped form.")
 
 
 @dataclass
@@ -84,6 +88,34 @@ def neutralise_markers(text: str) -> str:
     ``&lt;key_info&gt;`` and ``[MASTER]`` becomes ``\\[MASTER\\]``; the words stay readable."""
     text = _MARKER_TAG.sub(r"&lt;\1&gt;", text)
     return _MARKER_WORD.sub(r"\\[\1\\]", text)
+
+
+def escaped_markers(data: Any) -> list[str]:
+    """The runtime markers ``neutralise_markers`` escapes in ``data``, in their escaped form."""
+    if isinstance(data, dict):
+        data = list(data.values())
+    if isinstance(data, (list, tuple)):
+        found = [name for item in data for name in escaped_markers(item)]
+        return sorted(set(found), key=found.index)
+    if not isinstance(data, str):
+        return []
+    tags = {m.group(1).replace("/", " ").split()[0].lower() for m in _MARKER_TAG.finditer(data)}
+    words = {" ".join(m.group(1).split()).upper() for m in _MARKER_WORD.finditer(data)}
+    return sorted(f"&lt;{tag}&gt;" for tag in tags) + sorted(f"\\[{w}\\]" for w in words)
+
+
+def with_markers_note(data: Any, redact: Callable[[str], str] | None = None) -> Any:
+    """``tool_output(data)``, plus a note naming the markers it escaped (when it did)."""
+    names = escaped_markers(data)
+    data = tool_output(data, redact)
+    if not names:
+        return data
+    note = MARKERS_NOTE.format(names=", ".join(names))
+    if isinstance(data, str):
+        return f"{data}\n{note}"
+    if isinstance(data, dict):
+        return {**data, "markers_note": note}
+    return {"result": data, "markers_note": note}
 
 
 def tool_output(data: Any, redact: Callable[[str], str] | None = None) -> Any:
@@ -216,7 +248,7 @@ def _run_one(handler, response, call: dict, index: int, tool_num: int,
         gen = handler.dispatch(name, call["args"], response, index=index, tool_num=tool_num)
         outcome = yield from _as_progress(gen)
     if not internal:
-        outcome.data = tool_output(outcome.data, redact)
+        outcome.data = with_markers_note(outcome.data, redact)
         yield {"type": "tool_result", "name": name, "id": call_id, "data": outcome.data}
     return outcome
 

@@ -187,6 +187,34 @@ def test_tool_output_cannot_forge_runtime_markers(run_agent):
     assert rendered.count("</tool_result>") == 1
 
 
+def test_escaped_markers_are_named_in_a_note_and_the_line_can_be_patched(run_agent):
+    Path("tags.py").write_text('TAG = "<key_info>"\nWHO = "[MASTER]"\nN = 1\n')
+    old = 'TAG = "&lt;key_info&gt;"\nWHO = "\\[MASTER\\]"'
+    new = 'TAG = "&lt;key_info&gt;"  # the tag\nWHO = "\\[MASTER\\]"  # the boss'
+    script = [{"tool_calls": [{"name": "file_read", "args": {"path": "tags.py"}}]},
+              {"tool_calls": [{"name": "file_patch", "args": {
+                  "path": "tags.py", "old_content": old, "new_content": new}}]},
+              {"text": "ok"}]
+    _, client, events = run_agent(script)
+    read = sent_results(client, 1)[0]
+    assert '1|TAG = "&lt;key_info&gt;"\n2|WHO = "\\[MASTER\\]"' in read
+    assert not any(m in read for m in RAW_MARKERS)
+    assert "escaped" in read and "&lt;key_info&gt;, \\[MASTER\\]" in read
+    assert "file_patch also matches old_content copied in the escaped form" in read
+    patched = json.loads(sent_results(client, 2)[0])
+    assert patched["status"] == "success" and "markers_note" in patched
+    assert Path("tags.py").read_text() == (
+        'TAG = "<key_info>"  # the tag\nWHO = "[MASTER]"  # the boss\nN = 1\n')
+
+
+def test_plain_tool_output_gets_no_markers_note(run_agent):
+    Path("plain.txt").write_text("nothing to escape: &lt;b&gt; [INFO]\n")
+    script = [{"tool_calls": [{"name": "file_read", "args": {"path": "plain.txt"}}]},
+              {"text": "ok"}]
+    _, client, _ = run_agent(script)
+    assert "[Note]" not in sent_results(client)[0]
+
+
 @pytest.mark.parametrize("mode", ["native", "text"])
 def test_markers_in_a_file_reach_a_real_provider_neutralised(home, llm_server, mode):
     Path("evil.txt").write_text(FORGED)

@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+from agent_loop import MARKER_TAGS, MARKER_WORDS
 from tools import ToolError, lines
 from tools.code_run import fenced_blocks
 from tools.fsutil import atomic_write, file_lock, open_regular
@@ -31,6 +32,12 @@ WRITE_MODES = ("overwrite", "append", "prepend")
 FILE_REF_RE = re.compile(r"\{\{file:([^{}]+?)\}\}")
 FILE_REF_PARTS_RE = re.compile(r"(.+?)(?::(\d+):(\d+))?")
 FILE_CONTENT_RE = re.compile(r"<file_content>(.*?)</file_content>", re.S)
+# A runtime marker as tool results show it (agent_loop.neutralise_markers): &lt;tag&gt;, \[WORD\]
+ESCAPED_MARKER_RE = re.compile(
+    rf"&lt;(\s*/?\s*(?:{'|'.join(MARKER_TAGS)})\b[^<>]{{0,400}}?)&gt;"
+    rf"|\\\[(\s*(?:{'|'.join(MARKER_WORDS)})\s*)\\\]", re.I)
+UNESCAPED_NOTE = ("old_content matched the file with its escaped runtime markers read as the "
+                  "real characters; the same markers in new_content were written as real ones")
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -327,19 +334,78 @@ def file_patch(
         text = _read_text(path)
         crlf = _is_crlf(text)
         norm = text.replace("\r\n", "\n") if crlf else text
-        count = norm.count(old)
-        if count == 0:
-            raise ToolError(_no_match_message(path, norm, old, abort))
-        if count > 1:
-            raise ToolError(_many_matches_message(path, norm, old, count))
-        at = norm.index(old)
-        out = norm[:at] + new + norm[at + len(old) :]
+        at, found = _locate(path, norm, old, abort)
         note = _hard_link_note(path)
+        if found != old:
+            new = unescape_markers(new)
+            note["markers_note"] = UNESCAPED_NOTE
+        out = norm[:at] + new + norm[at + len(found) :]
         atomic_write(path, _encode(out.replace("\n", "\r\n") if crlf else out))
     return {
-        "status": "success", "path": str(path), "replaced_lines": _count_lines(old),
+        "status": "success", "path": str(path), "replaced_lines": _count_lines(found),
         "at_line": norm.count("\n", 0, at) + 1, "new_lines": _count_lines(new), **note,
     }
+
+
+def _locate(path: Path, text: str, old: str, abort: threading.Event | None) -> tuple[int, str]:
+    """Where the one occurrence of ``old`` starts in ``text``, and its real text there.
+
+    ``old`` matching nowhere as given may have been copied from a tool result that showed
+    the runtime's markers escaped: then each escaped marker matches its real form too."""
+    count = text.count(old)
+    if count == 1:
+        return text.index(old), old
+    if count > 1:
+        raise ToolError(_many_matches_message(path, text, _starts(text, old), count))
+    pattern = _unescaped_pattern(old)
+    matches = list(pattern.finditer(text)) if pattern else []
+    if not matches:
+        raise ToolError(_no_match_message(path, text, old, abort))
+    if len(matches) > 1:
+        starts = [text.count("\n", 0, m.start()) + 1 for m in matches]
+        raise ToolError(_many_matches_message(path, text, starts, len(matches)))
+    return matches[0].start(), matches[0].group()
+
+
+def _unescaped_pattern(old: str) -> re.Pattern | None:
+    """A pattern matching ``old`` with each escaped runtime marker in it either escaped or
+    real; None when it holds no escaped marker."""
+    source = _marker_source(old)
+    return None if source is None else re.compile(source)
+
+
+def _marker_source(text: str) -> str | None:
+    parts, pos = [], 0
+    for m in ESCAPED_MARKER_RE.finditer(text):
+        parts.append(re.escape(text[pos : m.start()]))
+        if m.group(1) is not None:
+            inner = m.group(1)
+            parts.append(f"(?:&lt;|<){_marker_source(inner) or re.escape(inner)}(?:&gt;|>)")
+        else:
+            parts.append(rf"(?:\\\[|\[){re.escape(m.group(2))}(?:\\\]|\])")
+        pos = m.end()
+    if not parts:
+        return None
+    return "".join(parts) + re.escape(text[pos:])
+
+
+def unescape_markers(text: str) -> str:
+    """``text`` with escaped runtime markers (``&lt;key_info&gt;``, ``\\[MASTER\\]``) made real."""
+    def real(m: re.Match) -> str:
+        if m.group(1) is not None:
+            return f"<{unescape_markers(m.group(1))}>"
+        return f"[{m.group(2)}]"
+    return ESCAPED_MARKER_RE.sub(real, text)
+
+
+def _starts(text: str, old: str) -> list[int]:
+    """Line numbers where the first ``MAX_MATCH_LINES_LISTED`` occurrences of ``old`` start."""
+    starts = []
+    pos = text.find(old)
+    while pos != -1 and len(starts) < MAX_MATCH_LINES_LISTED:
+        starts.append(text.count("\n", 0, pos) + 1)
+        pos = text.find(old, pos + len(old))
+    return starts
 
 
 def _no_match_message(path: Path, text: str, old: str, abort: threading.Event | None) -> str:
@@ -391,14 +457,10 @@ def _closest_line(probe: str, file_lines: list[str], abort: threading.Event | No
     return best
 
 
-def _many_matches_message(path: Path, text: str, old: str, count: int) -> str:
-    starts = []
-    pos = text.find(old)
-    while pos != -1 and len(starts) < MAX_MATCH_LINES_LISTED:
-        starts.append(str(text.count("\n", 0, pos) + 1))
-        pos = text.find(old, pos + len(old))
+def _many_matches_message(path: Path, text: str, starts: list[int], count: int) -> str:
+    shown = ", ".join(str(n) for n in starts[:MAX_MATCH_LINES_LISTED])
     return (
         f"old_content matches {count} places in {path} (starting at lines "
-        f"{', '.join(starts)}); nothing was changed. Include more surrounding lines in "
+        f"{shown}); nothing was changed. Include more surrounding lines in "
         "old_content so that it matches exactly one place."
     )
