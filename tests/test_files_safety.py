@@ -12,10 +12,11 @@ import textwrap
 import threading
 import tracemalloc
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from tools import ToolError, files, fsutil, lines
+from tools import ToolError, files, fsutil, lines, nearmatch
 from tools.files import file_patch, file_read, file_write, suggest_paths
 
 HANG_GUARD_SECONDS = 5  # a call still running after this is blocked (the test then fails)
@@ -195,6 +196,7 @@ def near_miss(tmp_path):
 def test_file_patch_near_match_search_stops_on_abort(near_miss):
     with pytest.raises(ToolError) as found:
         file_patch(near_miss, "    return reticulate(splines, 43)", "x")
+    assert "closest lines in the file are:\n20000|" in str(found.value)
     assert "20001|    return reticulate(splines, 42)" in str(found.value)
     stop = threading.Event()
     stop.set()
@@ -202,14 +204,57 @@ def test_file_patch_near_match_search_stops_on_abort(near_miss):
         file_patch(near_miss, "    return reticulate(splines, 43)", "x", abort=stop)
     assert "was not found" in str(aborted.value)
     assert "closest lines" not in str(aborted.value)
+    assert ("The search for similar lines was cut short (the task was stopped) at line 1 of "
+            "20002 and found none.") in str(aborted.value)
 
 
 def test_file_patch_near_match_search_keeps_to_its_time_budget(near_miss, monkeypatch):
-    monkeypatch.setattr(files, "NEAR_MATCH_SECONDS", -1)
+    monkeypatch.setattr(nearmatch, "NEAR_MATCH_SECONDS", -1)
     with pytest.raises(ToolError) as err:
         file_patch(near_miss, "    return reticulate(splines, 43)", "x")
     assert "was not found" in str(err.value)
     assert "closest lines" not in str(err.value)
+    assert "cut short (after -1 s) at line 1 of 20002" in str(err.value)
+
+
+def test_file_patch_near_match_cut_short_says_where_and_not_closest(tmp_path, monkeypatch):
+    path = tmp_path / "slow.py"
+    body = [f"item_{i} = fetch({i})" for i in range(400)]
+    body[3] = "    return reticulate(spleens, 7)"  # similar, found first
+    body[390] = "    return reticulate(splines, 42)"  # the closest, never reached
+    path.write_text("\n".join(body) + "\n")
+    clock = iter(range(1000))  # each look at the clock is one second later
+    monkeypatch.setattr(nearmatch, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    monkeypatch.setattr(nearmatch, "NEAR_MATCH_SECONDS", 2)
+    monkeypatch.setattr(nearmatch, "NEAR_MATCH_SLICE_LINES", 100)
+    with pytest.raises(ToolError) as err:
+        file_patch(path, "    return reticulate(splines, 43)", "x")
+    message = str(err.value)
+    assert "The closest lines in the file are" not in message
+    assert ("cut short (after 2 s) at line 101 of 401; the most similar lines it found "
+            "(maybe not the closest) are:\n3|item_2") in message
+    assert "4|    return reticulate(spleens, 7)" in message and "391|" not in message
+
+
+def test_file_patch_finds_the_closest_line_deep_in_a_200000_line_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(nearmatch, "NEAR_MATCH_SECONDS", 600)  # correctness here; speed: bench
+    body = [f"    value_{i} = compute(alpha, beta, {i})" for i in range(200_000)]
+    body[150_000] = "    return reticulate(splines, 42)"
+    body[10_002] = "    return recalculate(spines, 4)"
+    path = tmp_path / "big.py"
+    path.write_text("\n".join(body) + "\n")
+    with pytest.raises(ToolError) as err:
+        file_patch(path, "    return reticulate(splines, 43)", "x")
+    assert "The closest lines in the file are:\n150000|    value_149999" in str(err.value)
+    assert "150001|    return reticulate(splines, 42)" in str(err.value)
+    assert "10003|" not in str(err.value)
+
+
+def test_near_match_picks_the_first_of_equally_close_lines():
+    lines = ["zzz", "  alpha beta gamma 1", "other", "alpha beta gamma 2", "alpha beta gamma 1"]
+    assert nearmatch.closest_line("alpha beta gamma 3", lines).index == 1
+    assert nearmatch.closest_line("alpha beta gamma 2", lines).index == 3
+    assert nearmatch.closest_line("nothing like it at all", lines).index is None
 
 
 # --- did you mean --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from agent_loop import MARKER_TAGS, MARKER_WORDS
-from tools import ToolError, lines
+from tools import ToolError, lines, nearmatch
 from tools.code_run import fenced_blocks
 from tools.fsutil import atomic_write, file_lock, open_regular
 
@@ -24,9 +24,6 @@ SUGGEST_SCAN_LIMIT = 5_000  # "did you mean" reads at most this many names of a 
 SUGGEST_SECONDS = 0.2  # "did you mean" gives up looking after this long
 LARGE_WRITE_BYTES = 100_000  # file_write warns above this
 NEWLINE_SNIFF_BYTES = 65_536  # a file's newline style is judged from this much of its head
-NEAR_MATCH_CUTOFF = 0.6  # file_patch shows the nearest lines above this similarity
-NEAR_MATCH_SECONDS = 0.5  # file_patch stops looking for the nearest lines after this long
-NEAR_MATCH_CHECK_EVERY = 256  # lines compared between looks at the clock and the abort flag
 MAX_MATCH_LINES_LISTED = 10
 WRITE_MODES = ("overwrite", "append", "prepend")
 FILE_REF_RE = re.compile(r"\{\{file:([^{}]+?)\}\}")
@@ -413,48 +410,25 @@ def _no_match_message(path: Path, text: str, old: str, abort: threading.Event | 
         f"old_content was not found in {path}; nothing was changed. Re-read the file with "
         "file_read and copy the exact text to replace, including indentation and whitespace."
     )
-    near = _nearest_lines(text, old, abort)
-    if near:
-        message += f"\nThe closest lines in the file are:\n{near}"
-    return message
-
-
-def _nearest_lines(text: str, old: str, abort: threading.Event | None) -> str | None:
     old_lines = old.split("\n")
     probe = max(old_lines, key=lambda line: len(line.strip())).strip()
     if not probe:
-        return None
+        return message
     file_lines = text.split("\n")
-    index = _closest_line(probe, file_lines, abort)
-    if index is None:
-        return None
-    first = index - [s.strip() for s in old_lines].index(probe)
-    lo, hi = max(0, first - 1), min(len(file_lines), first + len(old_lines) + 1)
-    return "\n".join(f"{n}|{_cut(file_lines[n - 1])}" for n in range(lo + 1, hi + 1))
-
-
-def _closest_line(probe: str, file_lines: list[str], abort: threading.Event | None) -> int | None:
-    """Index of the first line most like ``probe`` (edge whitespace aside), at least
-    ``NEAR_MATCH_CUTOFF`` alike; the search gives up after ``NEAR_MATCH_SECONDS`` or when
-    ``abort`` is set, keeping the best line found so far."""
-    deadline = time.monotonic() + NEAR_MATCH_SECONDS
-    matcher = difflib.SequenceMatcher(b=probe)
-    best, floor, seen = None, NEAR_MATCH_CUTOFF, set()
-    for index, line in enumerate(file_lines):
-        if index % NEAR_MATCH_CHECK_EVERY == 0 and (
-                time.monotonic() > deadline or (abort is not None and abort.is_set())):
-            break
-        candidate = line.strip()
-        if candidate in seen:
-            continue
-        seen.add(candidate)
-        matcher.set_seq1(candidate)
-        if matcher.real_quick_ratio() < floor or matcher.quick_ratio() < floor:
-            continue
-        score = matcher.ratio()
-        if score > floor or (best is None and score == floor):
-            best, floor = index, score
-    return best
+    near = nearmatch.closest_line(probe, file_lines, abort)
+    shown = ""
+    if near.index is not None:
+        first = near.index - [s.strip() for s in old_lines].index(probe)
+        lo, hi = max(0, first - 1), min(len(file_lines), first + len(old_lines) + 1)
+        shown = "\n".join(f"{n}|{_cut(file_lines[n - 1])}" for n in range(lo + 1, hi + 1))
+    if near.stopped_at is None:
+        return f"{message}\nThe closest lines in the file are:\n{shown}" if shown else message
+    why = "the task was stopped" if near.aborted else f"after {nearmatch.NEAR_MATCH_SECONDS} s"
+    cut = (f"\nThe search for similar lines was cut short ({why}) at line "
+           f"{near.stopped_at + 1} of {len(file_lines)}")
+    if not shown:
+        return f"{message}{cut} and found none."
+    return f"{message}{cut}; the most similar lines it found (maybe not the closest) are:\n{shown}"
 
 
 def _many_matches_message(path: Path, text: str, starts: list[int], count: int) -> str:
