@@ -247,6 +247,7 @@ class GenericAgentHandler(BaseHandler):
             content: Text to write; may contain {{file:path:start:end}} references.
             mode: overwrite, append or prepend.
         """
+        files.refuse_folder_path(path)
         p = self.resolve(path)
         action = "Create" if mode == "overwrite" and not p.exists() else mode.capitalize()
         yield f"[Action] {action} file: {path}\n"

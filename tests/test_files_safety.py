@@ -329,6 +329,46 @@ def test_write_through_a_dangling_symlink_creates_its_target(tmp_path):
     assert link.is_symlink() and (tmp_path / "made.txt").read_text() == "hello\n"
 
 
+@pytest.mark.parametrize("write", [
+    lambda p: file_write(p, "x\n"),
+    lambda p: file_write(p, "x\n", mode="append"),
+    lambda p: fsutil.atomic_write(p, "x\n"),
+], ids=["overwrite", "append", "atomic_write"])
+def test_a_dangling_symlink_never_creates_folders_for_its_target(tmp_path, write):
+    work = tmp_path / "work"
+    (work / "links").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    (work / "dangling").symlink_to(outside / "deep" / "target")
+    (work / "links" / "to_dir").symlink_to(outside / "dir")
+    with pytest.raises(ToolError, match=r"dangling is a symlink to .*outside/deep/target, "
+                                        r"and .*outside/deep is not an existing folder"):
+        write(work / "dangling")
+    with pytest.raises(ToolError, match=r"to_dir is a symlink to .*outside/dir, which does "
+                                        r"not exist; nothing was written"):
+        write(work / "links" / "to_dir" / "sub" / "x.txt")
+    assert not outside.exists()
+
+
+def test_a_file_where_a_folder_should_be_is_named(tmp_path):
+    (tmp_path / "plainfile").write_text("keep\n")
+    for path in (tmp_path / "plainfile" / "x.txt", tmp_path / "plainfile" / "sub" / "x.txt"):
+        with pytest.raises(ToolError) as err:
+            file_write(path, "x\n")
+        assert str(err.value).startswith(
+            f"{tmp_path / 'plainfile'} is a file, not a folder, so {path} cannot be created")
+    assert (tmp_path / "plainfile").read_text() == "keep\n"
+
+
+def test_file_write_to_a_folder_path_is_an_error(run_agent):
+    calls = [{"name": "file_write", "args": {"path": p, "content": "x"}}
+             for p in ("newdir/", "newdir/.", "./")]
+    _, client, _ = run_agent([{"tool_calls": calls}, {"text": "ok"}])
+    results = [r["content"] for r in client.calls[1]["messages"][0]["tool_results"]]
+    assert all("is a folder path; give a file name" in r for r in results), results
+    assert "'newdir/notes.md'" in results[0]
+    assert not Path("newdir").exists()
+
+
 def test_writes_keep_the_permission_bits(tmp_path):
     path = tmp_path / "run.sh"
     path.write_text("echo old\n")

@@ -233,6 +233,13 @@ def file_write(
     return result
 
 
+def refuse_folder_path(path: str) -> None:
+    """A path ending in a separator (``newdir/``) or in ``.``/``..`` names a folder."""
+    if os.path.basename(path) in ("", ".", ".."):
+        raise ToolError(f"{path!r} is a folder path; give a file name (like "
+                        f"{os.path.join(path, 'notes.md')!r})")
+
+
 def _read_existing(path: Path, limit: int = -1) -> bytes:
     """The file's bytes (the first ``limit`` of them when given); b"" when it is new."""
     try:

@@ -1,7 +1,8 @@
 """File helpers every layer shares: safe opens, atomic writes, consumed control files, locks.
 
 Every writer of the runtime goes through ``atomic_write``, so the rules hold everywhere:
-a symlink is written through (its target changes, the link stays a link); an existing file
+a symlink is written through (its target changes, the link stays a link), but a dangling
+one never creates the folders its target lacks; an existing file
 keeps its permission bits (and, for root, its owner); a new file gets ``0o666`` minus the
 umask, like any file ``open()`` creates; a read-only file, a FIFO, a device or a socket is
 refused with a clear error. A file with several hard links is replaced under the name
@@ -50,6 +51,10 @@ class ReadOnlyFileError(ToolError, PermissionError):
     """The file exists and is read-only: writers refuse it rather than replace it."""
 
 
+class FolderError(ToolError, OSError):
+    """A write's folder cannot be made: it lies behind a dangling symlink, or is a file."""
+
+
 def _not_regular(path: str | Path, mode: int) -> NotRegularFileError:
     kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
     return NotRegularFileError(
@@ -96,6 +101,37 @@ def _writable_target(path: str | Path, target: Path) -> os.stat_result | None:
     return st
 
 
+def ensure_folder(path: str | Path) -> Path:
+    """The real target of ``path``, once the folder that holds it exists.
+
+    Only folders named in ``path`` itself are created, under its nearest existing folder:
+    a dangling symlink (the file's or a folder's) is never followed into folders that do
+    not exist, and a file standing where a folder should be is named in the error.
+    """
+    target = Path(os.path.realpath(path))
+    if target.parent.is_dir():
+        return target
+    if os.path.islink(path):
+        raise FolderError(
+            f"{path} is a symlink to {target}, and {target.parent} is not an existing folder; "
+            "nothing was written. Create that folder first if the link is meant to work, or "
+            "write to another path.")
+    existing = Path(os.path.abspath(path)).parent
+    while not os.path.lexists(existing):
+        existing = existing.parent
+    if os.path.islink(existing) and not os.path.exists(existing):
+        raise FolderError(
+            f"{existing} is a symlink to {os.path.realpath(existing)}, which does not exist; "
+            f"nothing was written to {path}. Create the link's target folder first, or write "
+            "to another path.")
+    if not os.path.isdir(existing):
+        raise FolderError(
+            f"{existing} is a file, not a folder, so {path} cannot be created; nothing was "
+            "written. Choose another path.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target
+
+
 def _create_temp(target: Path) -> tuple[int, Path]:
     """A new empty file beside ``target``, created ``NEW_FILE_MODE`` so the umask applies."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
@@ -112,11 +148,11 @@ def _create_temp(target: Path) -> tuple[int, Path]:
 def atomic_write(path: str | Path, data: str | bytes, encoding: str = "utf-8") -> None:
     """Write ``data`` to ``path`` via a temp file beside its real target and ``os.replace``.
 
-    Parent folders are created. A crash leaves either the old file or the new one. Symlinks,
-    permission bits, the umask, read-only files and hard links follow the module's rules.
+    Missing folders are created as ``ensure_folder`` allows. A crash leaves either the old
+    file or the new one. Symlinks, permission bits, the umask, read-only files and hard
+    links follow the module's rules.
     """
-    target = Path(os.path.realpath(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = ensure_folder(path)
     old = _writable_target(path, target)
     raw = data.encode(encoding) if isinstance(data, str) else data
     fd, tmp = _create_temp(target)
@@ -166,8 +202,7 @@ def file_lock(path: str | Path) -> Iterator[None]:
     yet is covered, and no lock file is left in anyone's folder. Writers in one folder take
     turns; each holds the lock for the milliseconds of one write. Not reentrant.
     """
-    folder = Path(os.path.realpath(path)).parent
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = ensure_folder(path).parent
     if fcntl is None:  # pragma: no cover - Windows
         yield
         return
