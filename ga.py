@@ -44,7 +44,7 @@ from tools import clip, files, web
 from tools.code_run import code_run, last_code_block
 from tools.fsutil import atomic_write, take_file
 from tools.spec import tool, tools_schema
-from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env, override_problem
+from tools.texts import TOOL_TEXT_ZH, Texts, check_overrides, lang_from_env
 from tools.web import execute, scan
 from tools.web.browser import Browser
 
@@ -87,7 +87,7 @@ class Settings:
                 raise ConfigError(path, f"agent.{key}",
                                   f"unknown setting; known: {', '.join(known)}")
             if key == "texts":
-                check_texts(value, path)
+                check_overrides(value, path, "agent.texts")
                 continue
             least = SETTING_MINIMUM.get(key, 1)
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
@@ -99,16 +99,6 @@ class Settings:
                               f"must be <= repeat_stop ({settings.repeat_stop}), "
                               f"got {settings.repeat_warn}")
         return settings
-
-
-def check_texts(texts: object, path: str | None) -> None:
-    """``agent.texts``: known text keys, each using only the placeholders it is given."""
-    if not isinstance(texts, dict):
-        raise ConfigError(path, "agent.texts", f"must be a mapping of text names, got {texts!r}")
-    for key, text in texts.items():
-        problem = override_problem(str(key), text)
-        if problem:
-            raise ConfigError(path, f"agent.texts.{key}", problem)
 
 
 def squeeze(text: str, limit: int) -> str:

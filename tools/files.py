@@ -9,7 +9,6 @@ import threading
 import time
 from pathlib import Path
 
-from agent_loop import MARKER_TAGS, MARKER_WORDS
 from tools import ToolError, lines, nearmatch
 from tools.code_run import fenced_blocks
 from tools.fsutil import atomic_write, file_lock, open_regular
@@ -29,10 +28,6 @@ WRITE_MODES = ("overwrite", "append", "prepend")
 FILE_REF_RE = re.compile(r"\{\{file:([^{}]+?)\}\}")
 FILE_REF_PARTS_RE = re.compile(r"(.+?)(?::(\d+):(\d+))?")
 FILE_CONTENT_RE = re.compile(r"<file_content>(.*?)</file_content>", re.S)
-# A runtime marker as tool results show it (agent_loop.neutralise_markers): &lt;tag&gt;, \[WORD\]
-ESCAPED_MARKER_RE = re.compile(
-    rf"&lt;(\s*/?\s*(?:{'|'.join(MARKER_TAGS)})\b[^<>]{{0,400}}?)&gt;"
-    rf"|\\\[(\s*(?:{'|'.join(MARKER_WORDS)})\s*)\\\]", re.I)
 UNESCAPED_NOTE = ("old_content matched the file with its escaped runtime markers read as the "
                   "real characters; the same markers in new_content were written as real ones")
 
@@ -341,7 +336,7 @@ def file_patch(
         at, found = _locate(path, norm, old, abort)
         note = _hard_link_note(path)
         if found != old:
-            new = unescape_markers(new)
+            new = nearmatch.unescape_markers(new)
             note["markers_note"] = UNESCAPED_NOTE
         out = norm[:at] + new + norm[at + len(found) :]
         atomic_write(path, _encode(out.replace("\n", "\r\n") if crlf else out))
@@ -361,7 +356,7 @@ def _locate(path: Path, text: str, old: str, abort: threading.Event | None) -> t
         return text.index(old), old
     if count > 1:
         raise ToolError(_many_matches_message(path, text, _starts(text, old), count))
-    pattern = _unescaped_pattern(old)
+    pattern = nearmatch.unescaped_pattern(old)
     matches = list(pattern.finditer(text)) if pattern else []
     if not matches:
         raise ToolError(_no_match_message(path, text, old, abort))
@@ -369,37 +364,6 @@ def _locate(path: Path, text: str, old: str, abort: threading.Event | None) -> t
         starts = [text.count("\n", 0, m.start()) + 1 for m in matches]
         raise ToolError(_many_matches_message(path, text, starts, len(matches)))
     return matches[0].start(), matches[0].group()
-
-
-def _unescaped_pattern(old: str) -> re.Pattern | None:
-    """A pattern matching ``old`` with each escaped runtime marker in it either escaped or
-    real; None when it holds no escaped marker."""
-    source = _marker_source(old)
-    return None if source is None else re.compile(source)
-
-
-def _marker_source(text: str) -> str | None:
-    parts, pos = [], 0
-    for m in ESCAPED_MARKER_RE.finditer(text):
-        parts.append(re.escape(text[pos : m.start()]))
-        if m.group(1) is not None:
-            inner = m.group(1)
-            parts.append(f"(?:&lt;|<){_marker_source(inner) or re.escape(inner)}(?:&gt;|>)")
-        else:
-            parts.append(rf"(?:\\\[|\[){re.escape(m.group(2))}(?:\\\]|\])")
-        pos = m.end()
-    if not parts:
-        return None
-    return "".join(parts) + re.escape(text[pos:])
-
-
-def unescape_markers(text: str) -> str:
-    """``text`` with escaped runtime markers (``&lt;key_info&gt;``, ``\\[MASTER\\]``) made real."""
-    def real(m: re.Match) -> str:
-        if m.group(1) is not None:
-            return f"<{unescape_markers(m.group(1))}>"
-        return f"[{m.group(2)}]"
-    return ESCAPED_MARKER_RE.sub(real, text)
 
 
 def _starts(text: str, old: str) -> list[int]:

@@ -1,6 +1,11 @@
-"""The line of a text most like a probe line, for file_patch's "closest lines" after a miss.
+"""What file_patch's old_content may have meant when it matches nowhere as given.
 
-difflib compares one line at a time in Python, far too slowly for a 200,000-line file. So
+Copied from a tool result, its runtime markers may be escaped (``&lt;key_info&gt;``): each
+such marker then matches its real form too. Else the file's line most like the longest
+line of old_content is shown, with its neighbours, as the closest lines.
+
+For that search difflib compares one line at a time in Python: far too slow for a
+200,000-line file on its own. So
 each slice of the file is first bounded at C speed (``map`` over ``str.count``): a line
 cannot share more characters with the probe than the probe has, less what the line lacks
 of the probe's few most telling characters. Lines are then compared best bound first, and
@@ -12,6 +17,7 @@ it stopped when it did.
 from __future__ import annotations
 
 import difflib
+import re
 import threading
 import time
 from collections import Counter
@@ -19,11 +25,17 @@ from dataclasses import dataclass
 from itertools import repeat
 from operator import methodcaller, sub
 
+from agent_loop import MARKER_TAGS, MARKER_WORDS
+
 NEAR_MATCH_CUTOFF = 0.6  # the nearest line must be at least this similar (difflib ratio)
 NEAR_MATCH_SECONDS = 0.5  # the search stops after this long
 NEAR_MATCH_SLICE_LINES = 20_000  # lines bounded together between looks at the clock
 TELLING_CHARS = 4  # probe characters whose counts bound a line's similarity
 SAMPLE_LINES = 2_000  # lines of a slice sampled to pick the telling characters
+# A runtime marker as tool results show it (agent_loop.neutralise_markers): &lt;tag&gt;, \[WORD\]
+ESCAPED_MARKER_RE = re.compile(
+    rf"&lt;(\s*/?\s*(?:{'|'.join(MARKER_TAGS)})\b[^<>]{{0,400}}?)&gt;"
+    rf"|\\\[(\s*(?:{'|'.join(MARKER_WORDS)})\s*)\\\]", re.I)
 
 
 @dataclass
@@ -101,3 +113,36 @@ def _shared_bound(probe: str, lines: list[str]) -> list[int]:
         lack = map(max, repeat(0), map(sub, repeat(want[char]), counts))
         bound = list(map(sub, bound, lack))
     return list(map(min, bound, map(len, lines)))
+
+
+# --- old_content copied from a tool result whose markers were escaped -------------------
+
+def unescaped_pattern(old: str) -> re.Pattern | None:
+    """A pattern matching ``old`` with each escaped runtime marker in it either escaped or
+    real; None when it holds no escaped marker."""
+    source = _marker_source(old)
+    return None if source is None else re.compile(source)
+
+
+def _marker_source(text: str) -> str | None:
+    parts, pos = [], 0
+    for m in ESCAPED_MARKER_RE.finditer(text):
+        parts.append(re.escape(text[pos : m.start()]))
+        if m.group(1) is not None:
+            inner = m.group(1)
+            parts.append(f"(?:&lt;|<){_marker_source(inner) or re.escape(inner)}(?:&gt;|>)")
+        else:
+            parts.append(rf"(?:\\\[|\[){re.escape(m.group(2))}(?:\\\]|\])")
+        pos = m.end()
+    if not parts:
+        return None
+    return "".join(parts) + re.escape(text[pos:])
+
+
+def unescape_markers(text: str) -> str:
+    """``text`` with escaped runtime markers (``&lt;key_info&gt;``, ``\\[MASTER\\]``) made real."""
+    def real(m: re.Match) -> str:
+        if m.group(1) is not None:
+            return f"<{unescape_markers(m.group(1))}>"
+        return f"[{m.group(2)}]"
+    return ESCAPED_MARKER_RE.sub(real, text)

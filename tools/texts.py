@@ -6,6 +6,8 @@ import locale
 import os
 import string
 
+from llmcore.base import ConfigError
+
 EN: dict[str, str] = {
     "anchor_header": "### [WORKING MEMORY]",
     "current_turn": "Current turn: {turn}",
@@ -229,7 +231,18 @@ def placeholders(text: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
 
 
-def override_problem(key: str, text: object) -> str | None:
+def check_overrides(texts: object, path: str | None, field: str) -> None:
+    """Config text overrides: known text names, each using only the placeholders it is
+    formatted with; else a ConfigError naming ``field.NAME``."""
+    if not isinstance(texts, dict):
+        raise ConfigError(path, field, f"must be a mapping of text names, got {texts!r}")
+    for key, text in texts.items():
+        problem = _override_problem(str(key), text)
+        if problem:
+            raise ConfigError(path, f"{field}.{key}", problem)
+
+
+def _override_problem(key: str, text: object) -> str | None:
     """Why ``text`` cannot stand in for the built-in text ``key``; None when it can."""
     if key not in EN:
         return f"unknown text; known: {', '.join(EN)}"
