@@ -48,6 +48,8 @@ class StepOutcome:
     data: Any
     next_prompt: Optional[str] = None
     should_exit: bool = False
+    # image blocks ({"type": "image", ...}) sent to the model with this result (file_read)
+    images: Optional[list] = None
 
 
 class Hooks:
@@ -237,6 +239,18 @@ def _result_text(data: Any) -> str:
     return str(data)
 
 
+def _with_images(text: str, outcome: StepOutcome) -> Any:
+    """A tool result's content: its text, or [text block, image blocks…] (file_read)."""
+    return [{"type": "text", "text": text}, *outcome.images] if outcome.images else text
+
+
+def _image_meta(outcome: StepOutcome) -> dict:
+    """For the ``tool_result`` event: what images went with it (never their data)."""
+    if not outcome.images:
+        return {}
+    return {"images": [{k: v for k, v in b.items() if k != "data"} for b in outcome.images]}
+
+
 def _run_one(handler, response, call: dict, index: int, tool_num: int,
              redact: Callable[[str], str] | None) -> Generator[dict, None, StepOutcome]:
     name, call_id, internal = call["tool_name"], call["id"], call.get("internal", False)
@@ -249,7 +263,8 @@ def _run_one(handler, response, call: dict, index: int, tool_num: int,
         outcome = yield from _as_progress(gen)
     if not internal:
         outcome.data = with_markers_note(outcome.data, redact)
-        yield {"type": "tool_result", "name": name, "id": call_id, "data": outcome.data}
+        yield {"type": "tool_result", "name": name, "id": call_id, "data": outcome.data,
+               **_image_meta(outcome)}
     return outcome
 
 
@@ -270,7 +285,7 @@ def _run_calls(handler, response, calls, max_calls: int = MAX_CALLS_PER_TURN,
             break
         if outcome.data is not None and not call.get("internal"):
             text = tool_output(_result_text(outcome.data), redact)  # str() of other objects
-            tool_results.append({"tool_use_id": call_id, "content": text})
+            tool_results.append({"tool_use_id": call_id, "content": _with_images(text, outcome)})
         if outcome.next_prompt not in next_prompts:
             next_prompts.append(outcome.next_prompt)
     skipped = calls[len(run):]
@@ -281,12 +296,13 @@ def _run_calls(handler, response, calls, max_calls: int = MAX_CALLS_PER_TURN,
     return tool_results, next_prompts, exit_reason
 
 
-def agent_runner_loop(client, system_prompt: str, user_input: str, handler, tools_schema,
-                      max_turns: int = 100, verbose: bool = False, *,
+def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], handler,
+                      tools_schema, max_turns: int = 100, verbose: bool = False, *,
                       max_calls_per_turn: int = MAX_CALLS_PER_TURN,
                       redact: Callable[[str], str] | None = None
                       ) -> Generator[dict, None, dict]:
-    """Drive the model turn by turn until a tool ends the task or a limit is hit."""
+    """Drive the model turn by turn until a tool ends the task or a limit is hit.
+    ``user_input`` is the task's text, or content blocks (text and images)."""
     messages: list[dict] = [{"role": "system", "content": system_prompt},
                             {"role": "user", "content": user_input}]
     hooks: Hooks = getattr(handler, "hooks", None) or Hooks()

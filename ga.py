@@ -30,6 +30,9 @@ from agent_loop import (
     log,
 )
 from llmcore.base import ConfigError, LLMError
+from llmcore.images import describe as describe_image
+from llmcore.images import meta as image_meta
+from llmcore.images import to_block
 from llmcore.logs import Failures
 from llmcore.secrets import EnvPolicy, EventRedactor, Redactor
 from memory.archive import Transcript, archive_to_l4, new_session_id
@@ -204,7 +207,7 @@ class GenericAgentHandler(BaseHandler):
                      keyword: str | None = None, show_linenos: bool = True, *,
                      _index: int = 0, _tool_num: int = 1):
         """Read a text file with line numbers. With keyword, show the lines around its first
-        (case-insensitive) match.
+        (case-insensitive) match. An image file (PNG, JPEG, WebP, GIF) comes back as the image.
 
         Args:
             path: File to read, relative to the working directory.
@@ -215,6 +218,8 @@ class GenericAgentHandler(BaseHandler):
         """
         p = self.resolve(path)
         yield f"[Action] Reading file: {p}\n"
+        if files.is_image_file(p):
+            return self._read_image(p, _index)
         budget = READ_OUTPUT_CHARS // max(_tool_num, 1)
         text = files.file_read(p, start=start, count=count, keyword=keyword,
                                show_linenos=show_linenos, max_chars=budget, base=self.cwd)
@@ -224,6 +229,16 @@ class GenericAgentHandler(BaseHandler):
             self.memory.record_access(p)
             next_prompt += "\n" + memory_read_tip(self.t.lang)
         return StepOutcome(text, next_prompt=next_prompt)
+
+    def _read_image(self, p: Path, index: int) -> StepOutcome:
+        """The image itself for a model with vision, else a line saying what it is."""
+        see = getattr(self.parent.llmclient, "vision", True)
+        facts, picture = files.read_image(p, decode=see)
+        if picture is None:
+            return StepOutcome(self.t("image_text_only", **facts), next_prompt=self._anchor(index))
+        block = picture.block()
+        text = self.t("image_shown", sent=describe_image(block), **facts)
+        return StepOutcome(text, next_prompt=self._anchor(index), images=[block])
 
     @tool
     def do_file_write(self, path: str, content: str | None = None,
@@ -650,10 +665,22 @@ class GenericAgent:
         return build_system_prompt(self.memory, self.lang)
 
     def put_task(self, query: str, source: str = "user", images: list | None = None) -> queue.Queue:
-        """Queue a task; its events arrive on the returned queue, ending with ``task_end``."""
+        """Queue a task; its events arrive on the returned queue, ending with ``task_end``.
+        ``images`` (paths or bytes) go with it as image content; they are checked here, so a
+        bad file or a model without vision raises ``ConfigError`` before anything is queued."""
+        blocks = self.load_images(images)
         out: queue.Queue = queue.Queue()
-        self.tasks.put((query, source, images, out))
+        self.tasks.put((query, source, blocks, out))
         return out
+
+    def load_images(self, images: list | None) -> list[dict]:
+        """Image blocks for ``images`` (paths, bytes or blocks), downscaled and checked: a file
+        that is no usable image, or a model that cannot see images, is a ``ConfigError``."""
+        blocks = [to_block(item) for item in images or []]
+        if blocks and not getattr(self.llmclient, "vision", True):
+            raise ConfigError(None, "images", self.texts(
+                "no_vision", model=getattr(self.llmclient, "name", "?"), n=len(blocks)))
+        return blocks
 
     def run(self) -> None:
         """Worker: run queued tasks one by one until ``None`` is queued."""
@@ -716,31 +743,35 @@ class GenericAgent:
                     self.failures.report(f"listener {name}", e)
         return out
 
-    def _first_message(self, query: str, images: list | None) -> str:
+    def _first_message(self, query: str) -> str:
         if len(query) > self.settings.long_prompt_chars:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             path = self.home / "prompts" / f"{stamp}-{abs(hash(query)) % 10**8}.txt"
             if self.failures.attempt("saving the long prompt", atomic_write, path, query):
                 query = self.texts("long_prompt", head=query[:500] + " ...", n=len(query),
                                    path=path)
-        if images:
-            query += "\n\n[Images] " + ", ".join(str(i) for i in images)
         return query
 
     def run_task(self, query: str, source: str = "user", images: list | None = None
                  ) -> Generator[dict, None, dict]:
-        """Run one task to its end, yielding events; returns the ``task_end`` event."""
+        """Run one task to its end, yielding events; returns the ``task_end`` event.
+        ``images`` (paths, bytes or image blocks) go with the task as image content."""
+        blocks = self.load_images(images)
         handler = self.handler_cls(self, self.cwd)
         if self.handler is not None:
             handler.inherit(self.handler)
         self.handler = handler
         handler.disabled_tools = self.disabled_tools
         self.history_info.append(self.texts("user_line", text=squeeze(query, 200)))
-        message = self._first_message(query, images)
+        message = self._first_message(query)
         if handler.working.get("key_info"):
             message += "\n" + handler._get_anchor_prompt()
-        yield from self._emit({"type": "task_start", "prompt": query, "source": source})
-        loop = agent_runner_loop(self.llmclient, self.system_prompt(), message, handler,
+        start = {"type": "task_start", "prompt": query, "source": source}
+        if blocks:
+            start["images"] = [image_meta(b) for b in blocks]
+        yield from self._emit(start)
+        content = [{"type": "text", "text": message}, *blocks] if blocks else message
+        loop = agent_runner_loop(self.llmclient, self.system_prompt(), content, handler,
                                  self.tools_schema(), self.max_turns, self.verbose,
                                  max_calls_per_turn=self.max_calls_per_turn,
                                  redact=self.redactor)

@@ -51,7 +51,8 @@ def make_client(model: str | None = None, *, config_path: str | None = None,
     cfg = open_config(config_path, home)
     profile = select(cfg, model)
     if profile.provider == "scripted" and not profile.mixin:
-        client = load_class("scripted")(profile.script, name=profile.name)
+        client = load_class("scripted")(profile.script, name=profile.name,
+                                        vision=profile.vision is not False)
         client.config = cfg
         return client
     return LLMSession(cfg, profile, home_dir(home), load_class, redactor)

@@ -60,6 +60,12 @@ class Profile:
     spring_back: float = 300.0
     max_turn_attempts: int = 12
     script: str | None = None
+    vision: bool | None = None  # None: true for the official endpoint, false with a base_url
+
+    @property
+    def sees_images(self) -> bool:
+        """Whether the model takes image input (SPEC §10)."""
+        return self.vision if self.vision is not None else not self.base_url
 
 
 FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Profile)}
@@ -67,6 +73,9 @@ INT_FIELDS = {"context_win", "max_tokens", "max_retries", "thinking_budget", "tr
               "max_turn_attempts"}
 FLOAT_FIELDS = {"temperature", "timeout", "read_timeout", "request_timeout", "retry_after_cap",
                 "backoff_base", "backoff_max", "spring_back"}
+BOOL_FIELDS = {"vision"}
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
 CHOICES = {"provider": KINDS, "tool_mode": TOOL_MODES, "thinking": THINKING_MODES,
            "reasoning_effort": EFFORTS}
 
@@ -85,6 +94,8 @@ def coerce(path: str | None, name: str, key: str, value: Any) -> Any:
         return _mixin(path, where, value)
     if key == "extra_body":
         return _mapping(path, where, value)
+    if key in BOOL_FIELDS:
+        return _bool(path, where, value)
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
         raise ConfigError(path, where, f"expected a string, got {type(value).__name__}")
     value = str(value)
@@ -119,6 +130,15 @@ def _mapping(path: str | None, where: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(path, where, f"expected a mapping, got {value!r:.40}")
     return value
+
+
+def _bool(path: str | None, where: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word in TRUE_WORDS + FALSE_WORDS:
+        return word in TRUE_WORDS
+    raise ConfigError(path, where, f"expected true or false, got {value!r}")
 
 
 def _mixin(path: str | None, where: str, value: Any) -> list[str]:

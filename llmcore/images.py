@@ -1,13 +1,14 @@
-"""Images for vision models: load, check, downscale, store once, and each API's block.
+"""Images for vision models: load, check, downscale, and each API's block.
 
 An image in the canonical history is one block::
 
     {"type": "image", "media_type": "image/png", "data": BASE64, "width": W, "height": H,
      "sha256": HEX, "name": "shot.png"}
 
-Tools and the CLI hand paths or bytes to ``load_image``; providers turn the block into
-their own format with ``anthropic_block`` / ``chat_part`` / ``responses_part``. The
-journal keeps a reference to a copy stored once under the home instead of the data.
+It stands in a user message's content, or in a ``tool_result``'s content list (``[text
+block, image block…]``). Tools and the CLI hand paths or bytes to ``load_image``; providers
+turn the block into their own format with ``anthropic_block`` / ``chat_part`` /
+``responses_part``. A model without vision gets a one-line note instead (``as_notes``).
 """
 
 from __future__ import annotations
@@ -15,34 +16,48 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
+
+from .base import ConfigError
 
 MAX_SIDE = 1568  # long side sent to a model, in pixels (Anthropic's recommended maximum)
 MAX_BYTES = 3_750_000  # encoded size cap: its base64 stays under the 5 MB APIs accept
+MAX_SOURCE_BYTES = 50_000_000  # a bigger file is refused before it is read
 JPEG_QUALITY = 85
 MIN_JPEG_QUALITY = 40
+QUALITY_STEP = 15
 SHRINK_STEP = 0.8  # when still over MAX_BYTES, scale the long side by this and retry
+MIN_SIDE = 64  # shrinking stops here, whatever the size
+EXIF_ORIENTATION = 0x0112
 FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
 EXTENSIONS = {"image/png": "png", "image/jpeg": "jpeg", "image/webp": "webp",
               "image/gif": "gif"}
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif")
+SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
+SUPPORTED = "use PNG, JPEG, WebP or GIF"
+TEXT_ONLY_NOTE = "not shown: this model cannot see images"
 
 
-class ImageError(ValueError):
+class ImageError(ConfigError):
     """An image that cannot be used; the message names the file and what is wrong."""
+
+    def __init__(self, label: str, message: str):
+        super().__init__(label, None, message)
 
 
 @dataclass
 class Picture:
-    """A checked, send-ready image."""
+    """A checked, send-ready image; ``original`` is the size of the source."""
 
     media_type: str
     data: bytes
     width: int
     height: int
     name: str
+    original: tuple[int, int] = (0, 0)
 
     @property
     def sha256(self) -> str:
@@ -54,50 +69,82 @@ class Picture:
                 "height": self.height, "sha256": self.sha256, "name": self.name}
 
 
-def is_image_path(path: str | Path) -> bool:
-    return Path(path).suffix.lower() in IMAGE_SUFFIXES
+def is_image_bytes(head: bytes) -> bool:
+    """Whether ``head`` (the first bytes of a file) starts like PNG, JPEG, GIF or WebP."""
+    return head.startswith(SIGNATURES) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP")
+
+
+def read_source(path: str | Path) -> bytes:
+    """The bytes of an image file: a regular file of at most ``MAX_SOURCE_BYTES``."""
+    label = str(path)
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise ImageError(label, "not a regular file; give the path of an image file")
+        if st.st_size > MAX_SOURCE_BYTES:
+            raise ImageError(label, f"{st.st_size:,} bytes is too large for an image "
+                                    f"(limit {MAX_SOURCE_BYTES:,})")
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise ImageError(label, f"cannot read the image: {e.strerror or e}") from None
+
+
+def open_image(raw: bytes, label: str) -> Any:
+    """The decoded Pillow image (formats checked); ``ImageError`` otherwise."""
+    from PIL import Image, UnidentifiedImageError
+
+    if len(raw) > MAX_SOURCE_BYTES:
+        raise ImageError(label, f"{len(raw):,} bytes is too large for an image "
+                                f"(limit {MAX_SOURCE_BYTES:,})")
+    try:
+        img = Image.open(io.BytesIO(raw))
+        if img.format not in FORMATS:
+            raise ImageError(label, f"{img.format} images are not supported; {SUPPORTED}")
+        img.load()
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as e:
+        raise ImageError(label, f"not an image this runtime can send ({e}); {SUPPORTED}") \
+            from None
+    return img
 
 
 def load_image(source: str | Path | bytes, name: str | None = None) -> Picture:
     """Open PNG, JPEG, WebP or GIF (first frame) from a path or bytes; downscale to
-    ``MAX_SIDE`` and under ``MAX_BYTES``, keeping the aspect ratio."""
-    from PIL import Image, UnidentifiedImageError
-
+    ``MAX_SIDE`` and under ``MAX_BYTES``, keeping the aspect ratio; EXIF rotation applied."""
     label = name or (str(source) if not isinstance(source, bytes) else "image bytes")
-    try:
-        raw = source if isinstance(source, bytes) else Path(source).read_bytes()
-    except OSError as e:
-        raise ImageError(f"{label}: cannot read the image: {e.strerror or e}") from None
-    try:
-        img = Image.open(io.BytesIO(raw))
-        img.load()
-    except (UnidentifiedImageError, OSError, ValueError) as e:
-        raise ImageError(f"{label}: not an image this runtime can send ({e}); "
-                         "use PNG, JPEG, WebP or GIF") from None
-    if img.format not in FORMATS:
-        raise ImageError(f"{label}: {img.format} images are not supported; "
-                         "use PNG, JPEG, WebP or GIF")
-    if img.format != "GIF" and max(img.size) <= MAX_SIDE and len(raw) <= MAX_BYTES:
-        return Picture(FORMATS[img.format], raw, img.width, img.height, Path(label).name)
-    return _reencode(img, Path(label).name)
+    raw = source if isinstance(source, bytes) else read_source(source)
+    return picture(open_image(raw, label), raw, label)
+
+
+def picture(img: Any, raw: bytes, label: str) -> Picture:
+    """The send-ready form of ``img`` (opened by ``open_image`` from ``raw``)."""
+    base = Path(label).name
+    rotated = img.getexif().get(EXIF_ORIENTATION, 1) not in (0, 1)
+    if img.format != "GIF" and not rotated and max(img.size) <= MAX_SIDE \
+            and len(raw) <= MAX_BYTES:
+        return Picture(FORMATS[img.format], raw, img.width, img.height, base, img.size)
+    return _reencode(img, base)
 
 
 def _reencode(img: Any, name: str) -> Picture:
     """Downscale (first frame for GIF) and encode until the size cap holds."""
+    from PIL import ImageOps
+
     fmt = img.format if img.format in ("JPEG", "WEBP") else "PNG"
+    original = img.size
     img.seek(0)  # GIF: the first frame
-    frame = img.convert("RGBA" if fmt != "JPEG" and _has_alpha(img) else "RGB")
+    frame = ImageOps.exif_transpose(img)
+    frame = frame.convert("RGBA" if fmt != "JPEG" and _has_alpha(img) else "RGB")
     side = min(MAX_SIDE, max(frame.size))
     quality = JPEG_QUALITY
     while True:
         scaled = _scale(frame, side)
         data = _encode(scaled, fmt, quality)
-        if len(data) <= MAX_BYTES or side <= 64:
-            return Picture(FORMATS[fmt], data, scaled.width, scaled.height, name)
+        if len(data) <= MAX_BYTES or side <= MIN_SIDE:
+            return Picture(FORMATS[fmt], data, scaled.width, scaled.height, name, original)
         if fmt == "PNG":  # a photo saved as PNG: JPEG carries it in far fewer bytes
             fmt, frame = "JPEG", frame.convert("RGB")
         elif quality > MIN_JPEG_QUALITY:
-            quality -= 15
+            quality -= QUALITY_STEP
         else:
             side = int(side * SHRINK_STEP)
 
@@ -121,8 +168,29 @@ def _encode(img: Any, fmt: str, quality: int) -> bytes:
     return buf.getvalue()
 
 
+def to_block(item: Any) -> dict:
+    """The canonical block for a path, bytes, a ``Picture`` or a block already made."""
+    if isinstance(item, dict) and item.get("type") == "image":
+        return item
+    if isinstance(item, Picture):
+        return item.block()
+    if isinstance(item, (str, Path, bytes)):
+        return load_image(item).block()
+    raise ImageError(repr(item)[:60], "an image is a file path or bytes")
+
+
+def meta(block: dict) -> dict:
+    """What an event or a listing shows of an image: everything but its data."""
+    return {k: v for k, v in block.items() if k != "data"}
+
+
+# ---- in the history ----------------------------------------------------------------------
+def is_image(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "image"
+
+
 def describe(block: dict) -> str:
-    """One line for a model that cannot see images, and for squeezed history."""
+    """``WxH png``: a short line for a model that cannot see images, or a trimmed one."""
     kind = EXTENSIONS.get(block.get("media_type", ""), "image")
     return f"{block.get('width', '?')}x{block.get('height', '?')} {kind}"
 
@@ -130,6 +198,61 @@ def describe(block: dict) -> str:
 def removed_note(block: dict) -> dict:
     """What an old image becomes when the history is trimmed."""
     return {"type": "text", "text": f"[image: {describe(block)}, removed]"}
+
+
+def text_only_note(block: dict) -> dict:
+    """What an image becomes for a model without vision."""
+    name = f"{block['name']}, " if block.get("name") else ""
+    return {"type": "text", "text": f"[image: {name}{describe(block)}, {TEXT_ONLY_NOTE}]"}
+
+
+def map_images(messages: list[dict], fn: Callable[[dict], dict]) -> list[dict]:
+    """A copy of ``messages`` with every image block (in a message or inside a tool result)
+    replaced by ``fn(block)``; messages without images are the same objects."""
+    return [_map_message(m, fn) for m in messages]
+
+
+def _map_message(msg: dict, fn: Callable[[dict], dict]) -> dict:
+    content = msg.get("content")
+    if not isinstance(content, list) or not any(map(_holds_image, content)):
+        return msg
+    return {**msg, "content": [_map_block(b, fn) for b in content]}
+
+
+def _holds_image(block: Any) -> bool:
+    if is_image(block):
+        return True
+    inner = block.get("content") if isinstance(block, dict) else None
+    return isinstance(inner, list) and any(map(is_image, inner))
+
+
+def _map_block(block: dict, fn: Callable[[dict], dict]) -> dict:
+    if is_image(block):
+        return fn(block)
+    inner = block.get("content")
+    if isinstance(inner, list) and any(map(is_image, inner)):
+        return {**block, "content": [fn(b) if is_image(b) else b for b in inner]}
+    return block
+
+
+def as_notes(messages: list[dict]) -> list[dict]:
+    """The history for a model without vision: each image a one-line note."""
+    return map_images(messages, text_only_note)
+
+
+def without_images(message: dict) -> dict:
+    """One message for a model without vision (the same object when it holds no image)."""
+    return _map_message(message, text_only_note)
+
+
+def iter_images(messages: list[dict]) -> Iterator[dict]:
+    """Every image block of ``messages``, in order (inside tool results too)."""
+    for m in messages:
+        content = m.get("content")
+        for b in content if isinstance(content, list) else []:
+            inner = b.get("content") if isinstance(b, dict) else None
+            yield from (x for x in [b, *(inner if isinstance(inner, list) else [])]
+                        if is_image(x))
 
 
 # ---- each API's format -----------------------------------------------------------------

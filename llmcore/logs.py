@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .base import LLMResponse
+from .images import describe
 
 log = logging.getLogger("ga.llm")
 
@@ -22,8 +23,13 @@ def _block_text(b: dict) -> str:
         return f"[thinking] {b.get('thinking', '')}"
     if b["type"] == "tool_use":
         return f"[tool_use {b['id']}] {b['name']} {json.dumps(b.get('input'), ensure_ascii=False)}"
+    if b["type"] == "image":
+        return f"[image {b.get('name') or ''} {describe(b)}]"
     content = b.get("content")
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    if isinstance(content, list):
+        text = "\n".join(_block_text(x) for x in content if isinstance(x, dict) and "type" in x)
+    else:
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
     return f"[tool_result {b.get('tool_use_id')}] {text}"
 
 

@@ -175,8 +175,13 @@ def tool_input_json(block: dict) -> str:
 
 
 def result_text(block: dict) -> str:
+    """A tool result's text; of a content list (text and image blocks), its text blocks."""
     content = block.get("content", "")
-    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(b, dict) and "type" in b for b in content):
+        return joined_text(content)
+    return json.dumps(content, ensure_ascii=False)
 
 
 def joined_text(blocks: list[dict]) -> str:

@@ -56,7 +56,9 @@ def _chunks(text: str, size: int = CHUNK_CHARS):
 class ScriptedClient:
     """A model that replays a script and records every call it receives."""
 
-    def __init__(self, script: list[dict] | str | Path, name: str = "scripted"):
+    def __init__(self, script: list[dict] | str | Path, name: str = "scripted",
+                 vision: bool = True):
+        self.vision = vision  # whether the scripted "model" takes images (profile ``vision:``)
         self.steps = list(script) if isinstance(script, list) else load_script(script)
         self.name = name
         self.model = name

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from . import images
 from .base import (
     ChatStream,
     ConfigError,
@@ -61,6 +62,7 @@ class LLMSession:
         self._tool_prompt = ToolPrompt()
         self._size = MessageMemo(message_chars)  # per message, computed once
         self._as_text = MessageMemo(render_message)  # text tool mode's form of a message
+        self._notes = MessageMemo(images.without_images)  # for a model without vision
         self._failed_at = 0.0
         self._turn = 0
         self._set_members(profile)
@@ -88,6 +90,11 @@ class LLMSession:
     @property
     def model(self) -> str:
         return self.profile.model
+
+    @property
+    def vision(self) -> bool:
+        """Whether the active profile's model sees images (``vision:``)."""
+        return self.profile.sees_images
 
     def profiles(self) -> list[str]:
         names = list(self.config.profiles)
@@ -264,12 +271,16 @@ class LLMSession:
         self.history = trim(repair(self.history), max(budget, 0), prof.trim_keep_prefix,
                             self._size)
         self._size.keep_only(self.history)
+        if prof.tool_mode == "text" and self._tool_prompt.last_sent is None:
+            self._add_tool_list(tools)
+        messages = self.history
+        if not prof.sees_images:  # each image a note, made once per message
+            self._notes.keep_only(messages)
+            messages = [self._notes(m) for m in messages]
         if prof.tool_mode == "text":
-            if self._tool_prompt.last_sent is None:
-                self._add_tool_list(tools)
-            self._as_text.keep_only(self.history)
-            return Request(system, [self._as_text(m) for m in self.history], None, prof)
-        return Request(system, self.history, tools or None, prof)
+            self._as_text.keep_only(messages)
+            return Request(system, [self._as_text(m) for m in messages], None, prof)
+        return Request(system, messages, tools or None, prof)
 
     def _add_tool_list(self, tools: list[dict] | None) -> None:
         last = self.history[-1] if self.history else None

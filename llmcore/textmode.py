@@ -12,6 +12,8 @@ import json
 import re
 
 from .base import ToolCall
+from .images import is_image
+from .provider import result_text
 
 RESEND_EVERY = 10  # turns between full tool-list reminders when the list is unchanged
 PROTOCOL = (
@@ -123,7 +125,10 @@ def _render_block(b: dict, has_text_calls: bool) -> list[dict]:
         return [{"type": "text", "text": f"<tool_use>{json.dumps(call, ensure_ascii=False)}"
                                          "</tool_use>"}]
     if b["type"] == "tool_result":
-        content = b["content"] if isinstance(b["content"], str) else json.dumps(b["content"])
+        content = b["content"]
+        pictures = [x for x in content if is_image(x)] if isinstance(content, list) else []
+        content = result_text(b)  # images stay image content, right after the result's text
         return [{"type": "text",
-                 "text": f'<tool_result id="{b["tool_use_id"]}">\n{content}\n</tool_result>'}]
+                 "text": f'<tool_result id="{b["tool_use_id"]}">\n{content}\n</tool_result>'},
+                *pictures]
     return [b]

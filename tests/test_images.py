@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import random
 
 import pytest
@@ -52,8 +53,9 @@ def test_gif_sends_its_first_frame_as_png():
     assert decoded(pic.block()).convert("RGB").getpixel((5, 5)) == (255, 0, 0)
 
 
-def test_noise_over_the_byte_cap_is_shrunk_below_it():
-    noise = Image.frombytes("RGB", (1500, 1500), random.Random(7).randbytes(1500 * 1500 * 3))
+def test_noise_over_the_byte_cap_is_shrunk_below_it(monkeypatch):
+    monkeypatch.setattr(images, "MAX_BYTES", 150_000)
+    noise = Image.frombytes("RGB", (500, 500), random.Random(7).randbytes(500 * 500 * 3))
     buf = io.BytesIO()
     noise.save(buf, "PNG")
     assert len(buf.getvalue()) > images.MAX_BYTES
@@ -79,6 +81,71 @@ def test_unsupported_format_names_the_file_and_format(tmp_path):
 def test_missing_file_is_an_image_error(tmp_path):
     with pytest.raises(ImageError, match="cannot read"):
         load_image(tmp_path / "nope.png")
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    with pytest.raises(ImageError, match="pipe.png: not a regular file"):
+        load_image(fifo)
+
+
+def test_a_huge_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "MAX_SOURCE_BYTES", 1000)
+    big = tmp_path / "big.png"
+    big.write_bytes(make("PNG", size=(400, 400), mode="RGB") + b"\0" * 2000)
+    with pytest.raises(ImageError, match="big.png: .*too large"):
+        load_image(big)
+
+
+def test_a_decompression_bomb_is_an_image_error(monkeypatch):
+    from PIL import Image as PILImage
+
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 100)
+    with pytest.raises(ImageError, match="bomb.png: not an image this runtime can send"):
+        load_image(make("PNG", size=(300, 300)), name="bomb.png")
+
+
+def test_exif_rotation_is_applied():
+    img = Image.new("RGB", (40, 20), (0, 255, 0))
+    exif = img.getexif()
+    exif[images.EXIF_ORIENTATION] = 6  # camera held upright: rotate 90° for display
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", exif=exif)
+    pic = load_image(buf.getvalue(), name="phone.jpg")
+    assert (pic.width, pic.height) == (20, 40)
+    assert decoded(pic.block()).size == (20, 40)
+
+
+def test_image_errors_are_config_errors_naming_the_file(tmp_path):
+    from llmcore.base import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        load_image(tmp_path / "gone.webp")
+    assert str(info.value).startswith(f"{tmp_path / 'gone.webp'}: cannot read the image")
+
+
+def test_signatures_recognise_each_format():
+    for fmt in ("PNG", "JPEG", "WEBP", "GIF"):
+        assert images.is_image_bytes(make(fmt)[:16]), fmt
+    assert not images.is_image_bytes(b"hello world, not an image")
+
+
+def test_notes_replace_images_in_messages_and_tool_results():
+    block = load_image(make("PNG"), name="a.png").block()
+    history = [{"role": "user", "content": [{"type": "text", "text": "look"}, block]},
+               {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                             "content": [{"type": "text", "text": "x"},
+                                                         block]}]}]
+    notes = images.as_notes(history)
+    assert list(images.iter_images(history)) == [block, block]
+    assert list(images.iter_images(notes)) == []
+    assert notes[1] is history[1]
+    assert notes[0]["content"][1]["text"] == (
+        "[image: a.png, 40x30 png, not shown: this model cannot see images]")
+    assert notes[2]["content"][0]["content"][1]["type"] == "text"
+    assert history[0]["content"][1] is block  # the original is untouched
 
 
 def test_provider_formats():

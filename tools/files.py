@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+from llmcore import images
 from tools import ToolError, lines, nearmatch
 from tools.code_run import fenced_blocks
 from tools.fsutil import atomic_write, file_lock, open_regular
@@ -16,6 +17,7 @@ from tools.fsutil import atomic_write, file_lock, open_regular
 MAX_LINE_CHARS = 2_000  # longer lines are cut in file_read
 READ_MAX_CHARS = 15_000  # file_read shows whole lines up to about this much text
 KEYWORD_LINES_BEFORE = 3  # a keyword window starts this many lines before the match
+IMAGE_SNIFF_BYTES = 16  # enough to tell PNG, JPEG, GIF and WebP by their signature
 BINARY_SNIFF_BYTES = 8_192  # a NUL byte in this prefix marks a binary file
 DIR_LIST_LIMIT = 30  # entries named when a directory is passed as a file
 SUGGEST_CUTOFF = 0.6  # difflib similarity for "did you mean" names
@@ -93,6 +95,34 @@ def _read_window(f, start: int, count: int, max_chars: int, show_linenos: bool) 
             break
         shown.append(text)
     return shown
+
+
+def is_image_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file whose first bytes are PNG, JPEG, GIF or WebP."""
+    try:
+        with open_regular(path) as f:
+            return images.is_image_bytes(f.read(IMAGE_SNIFF_BYTES))
+    except OSError:
+        return False  # missing, a FIFO…: file_read's own checks say what is wrong
+
+
+def read_image(path: Path, decode: bool) -> tuple[dict, images.Picture | None]:
+    """An image file's facts (name, format, width, height, bytes) and, with ``decode``,
+    the picture to send (downscaled and size-capped)."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > images.MAX_SOURCE_BYTES:
+            raise ToolError(f"{path} is an image of {size:,} bytes; file_read shows images up "
+                            f"to {images.MAX_SOURCE_BYTES:,} bytes (shrink it with code_run)")
+        raw = f.read()
+    try:
+        img = images.open_image(raw, str(path))
+        picture = images.picture(img, raw, str(path)) if decode else None
+    except images.ImageError as e:
+        raise ToolError(str(e)) from None
+    facts = {"name": path.name, "format": img.format, "width": img.width,
+             "height": img.height, "bytes": size}
+    return facts, picture
 
 
 def _refuse_binary(f, path: Path) -> None:

@@ -70,6 +70,16 @@ EN: dict[str, str] = {
     "js_missing": (
         "[Error] No script given: pass 'script' (code or a .js path) or put a ```javascript "
         "block in the reply."),
+    "no_vision": (
+        "{model} cannot see images, so the {n} image(s) were not sent: its profile has "
+        "vision: false (the default with a base_url). Pick a vision model (-m, /model), or set "
+        "vision: true in the profile if the model takes images."),
+    "image_shown": (
+        "[IMAGE] {name}: {format} {width}x{height}, {bytes:,} bytes; the image follows "
+        "({sent})."),
+    "image_text_only": (
+        "[IMAGE] {name}: {format} {width}x{height}, {bytes:,} bytes. The current model cannot "
+        "see images; inspect it with code_run (e.g. Pillow) if you need more."),
 }
 
 ZH: dict[str, str] = {
@@ -137,6 +147,14 @@ ZH: dict[str, str] = {
     "long_prompt": "{head}\n\n[完整请求（{n} 字符）已保存在 {path}，请先用 file_read 读取再行动。]",
     "js_missing": (
         "[Error] 缺少脚本：请传 'script'（代码或 .js 路径），或在回复中放 ```javascript 代码块。"),
+    "no_vision": (
+        "{model} 看不到图像，{n} 张图像未发送：其配置为 vision: false（设置 base_url 时的默认值）。"
+        "请换用支持图像的模型（-m、/model），或在模型确实支持图像时于配置中设 vision: true。"),
+    "image_shown": (
+        "[IMAGE] {name}：{format} {width}x{height}，{bytes:,} 字节；图像附后（{sent}）。"),
+    "image_text_only": (
+        "[IMAGE] {name}：{format} {width}x{height}，{bytes:,} 字节。当前模型看不到图像；"
+        "如需更多信息，请用 code_run（如 Pillow）检查。"),
 }
 
 TABLES = {"en": EN, "zh": ZH}
@@ -156,7 +174,7 @@ TOOL_TEXT_ZH: dict[str, dict] = {
     "file_read": {
         "description": (
             "读取文本文件，带行号。有 keyword 时返回其首次出现（忽略"
-            "大小写）附近的内容。"
+            "大小写）附近的内容。图像文件（PNG、JPEG、WebP、GIF）以图像返回。"
         ),
         "params": {"path": "文件路径", "start": "起始行（从 1 开始）", "count": "读取行数",
                    "keyword": "要定位的关键词", "show_linenos": "是否显示行号"}},
