@@ -95,6 +95,8 @@ def build_parser():
     p.add_argument("--func", metavar="FILE", help="run FILE's prompt once into FILE-stem.out.txt")
     p.add_argument("--reflect", metavar="SCRIPT", help="poll SCRIPT's check() and run its tasks")
     p.add_argument("--bg", action="store_true", help="with --task/--func: detach, print the PID")
+    p.add_argument("--image", action="append", default=[], metavar="PATH",
+                   help="send an image (PNG, JPEG, WebP, GIF) with the task; repeatable")
     return p
 
 
@@ -326,6 +328,7 @@ def dispatch(args, extra: list[str], argv: list[str], home: Path) -> int:
             state.lock.release()
         raise
     try:
+        session.attach(args.image)  # checked now: a bad file or a text-only model exits 2
         return run_mode(args, extra, session, task, interactive, pick)
     finally:
         session.close()  # the journal's lock goes with it

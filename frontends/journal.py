@@ -4,7 +4,8 @@ A ``Journal`` is an agent listener. It writes the task events (user prompt, each
 each tool call and result, usage, task end) and, after every turn, a ``state`` record with
 the working memory and the changes to ``history_info`` and the provider history, so
 ``load_session`` can rebuild everything ``--resume`` needs. A line torn by a killed process
-is skipped and reported. Every line goes through the agent's redactor.
+is skipped and reported. Images are stored once under ``<home>/images`` and
+referenced (``frontends.imagestore``). Every line goes through the agent's redactor.
 
 One process writes a journal at a time: a ``SessionLock`` (``<id>.lock`` beside it, see
 ``session_lock``) is held while it is open, so a second ``ga --resume ID`` is refused instead
@@ -26,6 +27,7 @@ from typing import IO, Any, Callable
 from llmcore.secrets import Redactor
 from memory.archive import new_session_id
 
+from .imagestore import ImageStore
 from .session_lock import SessionLock
 
 log = logging.getLogger("ga.session")
@@ -96,7 +98,8 @@ class Journal:
         self.path = sessions_dir(home) / f"{self.id}.jsonl"
         self.agent = agent
         self.resumed = state is not None
-        self._history = ListDelta(state.history if state else [])
+        self.images = ImageStore(home)  # image data lives once under <home>/images
+        self._history = ListDelta(self.images.externalize(state.history) if state else [])
         self._info = ListDelta(state.history_info if state else [])
         self._working = _dumps(state.working) if state else _dumps({})
         self._stream: dict[str, list[str]] = {}  # streamed pieces, joined once when written
@@ -142,7 +145,7 @@ class Journal:
     def _write(self, record: dict) -> None:
         record.setdefault("time", time.time())
         f = self._file
-        f.write(self.redact(_dumps(record)) + "\n")
+        f.write(self.redact(_dumps(self.images.externalize(record))) + "\n")
         f.flush()
 
     def write(self, record: dict) -> None:
@@ -175,7 +178,8 @@ class Journal:
         """A ``state`` record: working memory, and what changed in the histories."""
         handler = getattr(self.agent, "handler", None)
         working = dict(getattr(handler, "working", {}) or {})
-        history = list(getattr(self.agent.llmclient, "history", []) or [])
+        history = self.images.externalize(list(getattr(self.agent.llmclient, "history", [])
+                                               or []))
         record: dict[str, Any] = {"type": "state"}
         if _dumps(working) != self._working:
             record["working"] = working
@@ -193,7 +197,7 @@ class Journal:
         self.write({"type": "seed", "history": data.get("history") or [],
                     "history_info": data.get("history_info") or [],
                     "working": data.get("working") or {}})
-        self._history = ListDelta(data.get("history") or [])
+        self._history = ListDelta(self.images.externalize(data.get("history") or []))
         self._info = ListDelta(data.get("history_info") or [])
         self._working = _dumps(data.get("working") or {})
 
@@ -280,9 +284,12 @@ def _apply(state: SessionState, r: dict) -> None:
         state.working = dict(r.get("working") or {})
 
 
-def load_session(path: str | Path) -> SessionState:
-    """Rebuild a session from its journal; unreadable (torn) lines are skipped and listed."""
+def load_session(path: str | Path, with_images: bool = True) -> SessionState:
+    """Rebuild a session from its journal; unreadable (torn) lines are skipped and listed.
+    ``with_images``: image references get their data back from ``<home>/images``."""
     state = _quiet_load(Path(path))
+    if with_images:
+        state.history = ImageStore(Path(path).parent.parent).internalize(state.history)
     if state.torn:
         log.warning("session %s: skipped unreadable line(s) %s (cut off by a crash?)",
                     state.id, ", ".join(map(str, state.torn)))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from llmcore.base import ConfigError
+from llmcore.images import describe as describe_image
 
 from .console import LiveRenderer
 from .runner import Session, end_message, export_history
@@ -32,6 +33,7 @@ HELP = """Commands:
   /resume              pick a recent session and continue it
   /new                 start a new conversation
   /export [FILE]       write the conversation to a JSON file (reload with --history FILE)
+  /image [PATH|clear]  attach an image to your next message (no PATH: list attached ones)
   /exit                quit (also Ctrl-D, or Ctrl-C twice)
 Ctrl-C while a task runs aborts it; the session stays."""
 
@@ -111,7 +113,11 @@ class Repl:
     def run(self, task: str) -> str | None:
         """Run a task; answer its ``ask_user`` questions inline. QUIT on a second Ctrl-C."""
         while task:
-            end = self._run_one(task)
+            try:
+                end = self._run_one(task)
+            except ConfigError as e:  # e.g. attached images the current model cannot see
+                self.say(f"error: {e}")
+                return None
             if end is None:
                 return QUIT
             message = end_message(end)
@@ -181,6 +187,25 @@ class Repl:
             return
         new = self.session.switch_model(arg)
         self.say(f"model: {current} -> {new} (conversation kept)")
+        pending = len(self.session.pending_images)
+        if pending and not getattr(self.session.agent.llmclient, "vision", True):
+            self.say(f"note: {new} cannot see images; the {pending} image(s) attached to your "
+                     "next message would be refused: /image clear drops them, or /model back")
+
+    def cmd_image(self, arg: str) -> None:
+        pending = self.session.pending_images
+        if arg == "clear":
+            pending.clear()
+            self.say("attached images dropped")
+            return
+        if arg:
+            path = self.session.agent.cwd / Path(arg).expanduser()
+            block = self.session.attach([path])[0]
+            self.say(f"attached {block['name']} ({describe_image(block)}); it goes with your "
+                     "next message")
+            return
+        names = ", ".join(f"{b['name']} ({describe_image(b)})" for b in pending)
+        self.say(f"attached: {names}" if names else "no image attached; /image PATH adds one")
 
     def cmd_option(self, text: str) -> None:
         key, _, value = text.partition("=")

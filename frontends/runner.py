@@ -18,6 +18,7 @@ from typing import Any, Callable
 from llmcore.base import ConfigError
 
 from .console import ESTIMATE_MARK
+from .imagestore import ImageStore
 from .journal import (
     Journal,
     SessionState,
@@ -147,6 +148,7 @@ class Session:
         self._watch_client(agent.llmclient)
         self.aborted = False
         self._worker: threading.Thread | None = None
+        self.pending_images: list[dict] = []  # go with the next task (--image, /image)
 
     def _watch_client(self, client: Any) -> None:
         """Provider events (retries, failover switches) go to the journal too; the provider
@@ -173,7 +175,16 @@ class Session:
         self.aborted = False
         if self._worker is None:
             self._worker = self.agent.start()
-        return self.agent.put_task(task, source)
+        events = self.agent.put_task(task, source, self.pending_images)
+        self.pending_images = []
+        return events
+
+    def attach(self, images: list) -> list[dict]:
+        """Images (paths, bytes) for the next task, checked now: a file that is no usable
+        image, or a model that cannot see images, raises ``ConfigError``."""
+        blocks = self.agent.load_images(images)
+        self.pending_images.extend(blocks)
+        return blocks
 
     def drain(self, events: queue.Queue, render: Callable[[dict], None],
               tick: Callable[[], None] | None = None) -> dict:
@@ -238,7 +249,9 @@ class Session:
         self._watch_client(self.agent.llmclient)
 
     def seed(self, data: dict) -> None:
-        """Start from a saved conversation (``--history FILE``, ``_history.json``)."""
+        """Start from a saved conversation (``--history FILE``, ``_history.json``); image
+        references of an export get their data back from the home."""
+        data = {**data, "history": ImageStore(self.home).internalize(data.get("history") or [])}
         self.agent.restore(data.get("history"), data.get("history_info"), data.get("working"))
         self.journal.seed(data)
 
@@ -303,11 +316,13 @@ def read_history_file(path: str | Path) -> dict:
 
 
 def export_history(agent: Any, path: str | Path) -> Path:
-    """Write the conversation (provider history, summaries, working memory) as JSON."""
+    """Write the conversation (provider history, summaries, working memory) as JSON; images
+    as references to ``<home>/images``."""
     from tools.fsutil import atomic_write
 
     p = Path(path)
-    text = json.dumps(agent.snapshot(), ensure_ascii=False, indent=1, default=str)
+    snapshot = ImageStore(agent.home).externalize(agent.snapshot())
+    text = json.dumps(snapshot, ensure_ascii=False, indent=1, default=str)
     atomic_write(p, text)
     return p
 

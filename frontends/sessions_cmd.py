@@ -101,7 +101,8 @@ def show_session(home: Path, session_id: str, verbose: bool = False,
 
 def export_session(home: Path, session_id: str, target: str | None,
                    redact: Redactor | None = None) -> int:
-    state = load_session(session_path(home, session_id, "id"))
+    path = session_path(home, session_id, "id")
+    state = load_session(path, with_images=False)  # images as references to <home>/images
     data = {"history": state.history, "history_info": state.history_info,
             "working": state.working}
     text = json.dumps(data, ensure_ascii=False, indent=1, default=str)
