@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_loop import cut_middle
+from llmcore.images import describe
 from llmcore.secrets import Redactor, home_redactor
 
 from .console import ESTIMATE_MARK
@@ -81,6 +82,9 @@ def show_session(home: Path, session_id: str, verbose: bool = False,
         elif kind == "task_start":
             render.newline()
             render.console.print(f"\n▶ {record.get('prompt', '')}", style="bold", markup=False)
+            for image in record.get("images") or []:
+                render.console.print(f"  + image {image.get('name', '')} ({describe(image)})",
+                                     style="dim", markup=False)
         elif kind in ("text", "thinking"):
             render({"type": kind, "delta": record.get("text", "")})
         elif kind == "task_end":

@@ -66,6 +66,8 @@ def test_sessions_export_holds_references_and_history_reloads_them(home, tmp_pat
     assert main(["-m", script(tmp_path, "ok", "again"), "--image", "shot.png", "look"]) == 0
     sid = only_journal(home).stem
     capsys.readouterr()
+    assert main(["sessions", "show", sid]) == 0
+    assert "+ image shot.png (40x30 png)" in capsys.readouterr().out
     assert main(["sessions", "export", sid, "out.json"]) == 0
     exported = json.loads(Path("out.json").read_text())
     ref = user_images(exported["history"])[0]
