@@ -99,7 +99,7 @@ class Journal:
         self.agent = agent
         self.resumed = state is not None
         self.images = ImageStore(home)  # image data lives once under <home>/images
-        self._history = ListDelta(self.images.externalize(state.history) if state else [])
+        self._history = ListDelta(state.history if state else [])
         self._info = ListDelta(state.history_info if state else [])
         self._working = _dumps(state.working) if state else _dumps({})
         self._stream: dict[str, list[str]] = {}  # streamed pieces, joined once when written
@@ -178,8 +178,7 @@ class Journal:
         """A ``state`` record: working memory, and what changed in the histories."""
         handler = getattr(self.agent, "handler", None)
         working = dict(getattr(handler, "working", {}) or {})
-        history = self.images.externalize(list(getattr(self.agent.llmclient, "history", [])
-                                               or []))
+        history = list(getattr(self.agent.llmclient, "history", []) or [])
         record: dict[str, Any] = {"type": "state"}
         if _dumps(working) != self._working:
             record["working"] = working
@@ -197,7 +196,7 @@ class Journal:
         self.write({"type": "seed", "history": data.get("history") or [],
                     "history_info": data.get("history_info") or [],
                     "working": data.get("working") or {}})
-        self._history = ListDelta(self.images.externalize(data.get("history") or []))
+        self._history = ListDelta(data.get("history") or [])
         self._info = ListDelta(data.get("history_info") or [])
         self._working = _dumps(data.get("working") or {})
 

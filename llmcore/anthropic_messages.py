@@ -8,6 +8,7 @@ import anthropic
 import httpx2
 from anthropic.types import Message, RawMessageStreamEvent
 
+from . import images
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
 from .history import MessageMemo
 from .provider import (
@@ -208,9 +209,18 @@ def _block(b: dict) -> dict | None:
         if not isinstance(data, dict):
             data = {"_raw": tool_input_json(b)}
         return {"type": "tool_use", "id": b["id"], "name": b["name"], "input": data}
+    if kind == "image":
+        return images.anthropic_block(b)
     if kind == "tool_result":
         out = {"type": "tool_result", "tool_use_id": b["tool_use_id"], "content": result_text(b)}
+        if images.result_images(b):  # the image rides inside the result, after its text
+            out["content"] = images.content_parts(b["content"], _text_block,
+                                                  images.anthropic_block)
         if b.get("is_error"):
             out["is_error"] = True
         return out
     return None
+
+
+def _text_block(text: str) -> dict:
+    return {"type": "text", "text": text}

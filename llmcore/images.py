@@ -38,6 +38,7 @@ EXTENSIONS = {"image/png": "png", "image/jpeg": "jpeg", "image/webp": "webp",
               "image/gif": "gif"}
 SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
 SUPPORTED = "use PNG, JPEG, WebP or GIF"
+PIXELS_PER_TOKEN = 750  # what an image costs a vision model (Anthropic's published rule)
 TEXT_ONLY_NOTE = "not shown: this model cannot see images"
 
 
@@ -189,6 +190,11 @@ def is_image(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "image"
 
 
+def token_estimate(block: dict) -> int:
+    """About how many input tokens an image costs a model: its pixels, not its bytes."""
+    return -(-int(block.get("width") or 0) * int(block.get("height") or 0) // PIXELS_PER_TOKEN)
+
+
 def describe(block: dict) -> str:
     """``WxH png``: a short line for a model that cannot see images, or a trimmed one."""
     kind = EXTENSIONS.get(block.get("media_type", ""), "image")
@@ -213,10 +219,15 @@ def map_images(messages: list[dict], fn: Callable[[dict], dict]) -> list[dict]:
 
 
 def _map_message(msg: dict, fn: Callable[[dict], dict]) -> dict:
-    content = msg.get("content")
-    if not isinstance(content, list) or not any(map(_holds_image, content)):
+    if not has_images(msg):
         return msg
-    return {**msg, "content": [_map_block(b, fn) for b in content]}
+    return {**msg, "content": [_map_block(b, fn) for b in msg["content"]]}
+
+
+def has_images(message: dict) -> bool:
+    """Whether a message holds an image (in its content or inside a tool result)."""
+    content = message.get("content")
+    return isinstance(content, list) and any(map(_holds_image, content))
 
 
 def _holds_image(block: Any) -> bool:
@@ -253,6 +264,27 @@ def iter_images(messages: list[dict]) -> Iterator[dict]:
             inner = b.get("content") if isinstance(b, dict) else None
             yield from (x for x in [b, *(inner if isinstance(inner, list) else [])]
                         if is_image(x))
+
+
+def result_images(block: dict) -> list[dict]:
+    """The image blocks of a tool result's content list (none for a text result)."""
+    content = block.get("content")
+    return [b for b in content if is_image(b)] if isinstance(content, list) else []
+
+
+def content_parts(blocks: list[dict], text_part: Callable[[str], dict],
+                  image_part: Callable[[dict], dict], results: bool = False) -> list[dict]:
+    """A message's text and images as one API's content parts, in order; with ``results``,
+    the images of its tool results too (for an API whose tool results take no images)."""
+    parts: list[dict] = []
+    for b in blocks:
+        if b["type"] == "text" and b.get("text"):
+            parts.append(text_part(b["text"]))
+        elif is_image(b):
+            parts.append(image_part(b))
+        elif b["type"] == "tool_result" and results:
+            parts.extend(image_part(x) for x in result_images(b))
+    return parts
 
 
 # ---- each API's format -----------------------------------------------------------------

@@ -10,6 +10,7 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from . import images
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
 from .history import MessageMemo
 from .provider import (
@@ -187,10 +188,19 @@ def wire_messages(m: dict, send_reasoning: bool) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"role": "tool", "tool_call_id": b["tool_use_id"],
                                   "content": result_text(b)}
                                  for b in m["content"] if b["type"] == "tool_result"]
+    if images.has_images(m):
+        # a tool message takes no image: the results' images open the next user message
+        parts = images.content_parts(m["content"], _text_part, images.chat_part, results=True)
+        out.append({"role": "user", "content": parts})
+        return out
     text = joined_text(m["content"])
     if text:
         out.append({"role": "user", "content": text})
     return out
+
+
+def _text_part(text: str) -> dict:
+    return {"type": "text", "text": text}
 
 
 def _assistant(blocks: list[dict], send_reasoning: bool) -> dict[str, Any]:

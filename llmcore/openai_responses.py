@@ -7,6 +7,7 @@ from typing import Any, Iterator
 import openai
 from openai.types.responses import Response, ResponseStreamEvent
 
+from . import images
 from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
 from .openai_chat import OpenAIChat, adjust_temperature
 from .provider import (
@@ -119,8 +120,12 @@ def input_items(m: dict) -> list[dict]:
     """One canonical message → Responses input items."""
     if m["role"] == "user":
         out: list[dict] = [{"type": "function_call_output", "call_id": b["tool_use_id"],
-                            "output": result_text(b)}
+                            "output": _output(b)}
                            for b in m["content"] if b["type"] == "tool_result"]
+        if any(map(images.is_image, m["content"])):
+            parts = images.content_parts(m["content"], _text_part, images.responses_part)
+            out.append({"role": "user", "content": parts})
+            return out
         text = joined_text(m["content"])
         if text:
             out.append({"role": "user", "content": text})
@@ -131,3 +136,14 @@ def input_items(m: dict) -> list[dict]:
                 "arguments": tool_input_json(b)}
                for b in m["content"] if b["type"] == "tool_use")
     return out
+
+
+def _output(b: dict) -> str | list[dict]:
+    """A function call's output: its text, or text and image parts (file_read of an image)."""
+    if not images.result_images(b):
+        return result_text(b)
+    return images.content_parts(b["content"], _text_part, images.responses_part)
+
+
+def _text_part(text: str) -> dict:
+    return {"type": "input_text", "text": text}
