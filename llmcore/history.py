@@ -7,8 +7,9 @@ records) is done once per message and found again by identity (``MessageMemo``),
 request's prefix stays byte-identical until a trim rewrites it.
 
 Trimming works in large, rare steps so prompt caches stay warm: while the history fits the
-budget it is only appended to; once it does not, everything older than the newest exchange
-is squeezed at once (already squeezed messages squeeze to themselves, so earlier squeezed
+budget it is only appended to; once it does not, old images become short notes (an image
+counts as its base64 length), and if that is not enough everything older than the newest
+exchange is squeezed at once (already squeezed messages squeeze to themselves, so earlier squeezed
 turns stay a stable prefix); only when that is not enough are the oldest turns dropped, well
 below the budget. The newest exchange — the last assistant message and the tool results
 answering it — is never dropped, split or turned into text.
@@ -19,6 +20,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Callable
+
+from . import images
 
 CHARS_PER_TOKEN = 3
 MESSAGE_OVERHEAD_CHARS = 40  # per-message extras a provider format adds (cache markers…)
@@ -63,7 +66,11 @@ def _text_of(block: dict) -> str:
         return block.get("thinking", "")
     if block["type"] == "tool_use":
         return json.dumps(block.get("input"), ensure_ascii=False)
+    if block["type"] == "image":
+        return images.removed_note(block)["text"]
     content = block.get("content", "")
+    if isinstance(content, list) and all(isinstance(b, dict) and "type" in b for b in content):
+        return "\n".join(_text_of(b) for b in content)  # a result's text and images
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
@@ -215,6 +222,8 @@ def _squeeze_block(b: dict, role: str) -> dict | None:
     kind = b["type"]
     if kind == "thinking":
         return None
+    if kind == "image":
+        return images.removed_note(b)
     if kind == "tool_result":
         content = squeeze_text(_text_of(b))
         return b if content == b.get("content") else {**b, "content": content}
@@ -239,9 +248,23 @@ def squeeze_message(msg: dict) -> dict:
 
 
 def _squeeze_results(msg: dict) -> dict:
-    blocks = [_squeeze_block(b, msg["role"]) if b["type"] == "tool_result" else b
+    """The newest exchange's tool output cut to head + tail; its images stay: they are what
+    the model is about to look at."""
+    blocks = [_squeeze_result_text(b) if b["type"] == "tool_result" else b
               for b in msg["content"]]
     return _same(msg, blocks)
+
+
+def _squeeze_result_text(b: dict) -> dict:
+    pictures = images.result_images(b)
+    if not pictures:
+        return _squeeze_block(b, "user")
+    text = squeeze_text("\n".join(x["text"] for x in b["content"] if x["type"] == "text"))
+    return {**b, "content": [{"type": "text", "text": text}, *pictures]}
+
+
+def _without_images(msg: dict) -> dict:
+    return images.map_images([msg], images.removed_note)[0]
 
 
 def retire_working_memory(messages: list[dict]) -> list[dict]:
@@ -280,15 +303,19 @@ def trim(messages: list[dict], budget_chars: int, keep_prefix: int = 0,
          size: Callable[[dict], int] = message_chars) -> list[dict]:
     """A history that fits ``budget_chars`` if it can (the input list is not changed).
 
-    Over budget: squeeze everything older than the newest exchange; if that leaves more than
+    Over budget: old images become short notes first (an image counts as its base64 length);
+    if still over, squeeze everything older than the newest exchange; if that leaves more than
     ``KEEP_AFTER_SQUEEZE`` of the budget, drop the oldest turns down to ``DROP_TO``; if the
-    newest exchange alone is still over, squeeze its tool output.
+    newest exchange alone is still over, squeeze its tool output (its images stay).
     """
     if history_chars(messages, size) <= budget_chars:
         return messages
     start = newest_exchange_start(messages)
     keep = min(keep_prefix, start)
-    out = [*messages[:keep], *map(squeeze_message, messages[keep:start]), *messages[start:]]
+    out = [*messages[:keep], *map(_without_images, messages[keep:start]), *messages[start:]]
+    if history_chars(out, size) <= budget_chars:  # old images go first: each a short note
+        return out
+    out = [*out[:keep], *map(squeeze_message, out[keep:start]), *out[start:]]
     if history_chars(out, size) > budget_chars * KEEP_AFTER_SQUEEZE:
         out = _drop_oldest(out, keep, start, int(budget_chars * DROP_TO), size)
     if history_chars(out, size) > budget_chars:
