@@ -8,6 +8,7 @@ candidates.
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -199,10 +200,13 @@ class Repl:
             self.say("attached images dropped")
             return
         if arg:
-            path = self.session.agent.cwd / Path(arg).expanduser()
-            block = self.session.attach([path])[0]
-            self.say(f"attached {block['name']} ({describe_image(block)}); it goes with your "
-                     "next message")
+            try:  # a path dropped into the terminal comes quoted or with escaped spaces
+                paths = [self.session.agent.cwd / Path(a).expanduser() for a in shlex.split(arg)]
+            except ValueError as e:
+                raise ConfigError(None, "/image", f"{e}: {arg}") from None
+            for block in self.session.attach(paths):
+                self.say(f"attached {block['name']} ({describe_image(block)}); it goes with "
+                         "your next message")
             return
         names = ", ".join(f"{b['name']} ({describe_image(b)})" for b in pending)
         self.say(f"attached: {names}" if names else "no image attached; /image PATH adds one")

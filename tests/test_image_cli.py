@@ -140,8 +140,10 @@ def test_repl_image_goes_with_the_next_message_and_model_switch_warns(home, tmp_
     child.expect("ga> ")
     child.sendline("/image nope.png")
     child.expect("error: .*nope.png: cannot read the image")
-    child.sendline("/image shot.png")
+    png(Path("my shot.png"), (20, 10))
+    child.sendline("/image shot.png my\\ shot.png")
     child.expect(r"attached shot.png \(40x30 png\)")
+    child.expect(r"attached my shot.png \(20x10 png\)")
     child.sendline("/model blind")
     child.expect("note: blind cannot see images")
     child.sendline("what is it?")
@@ -149,7 +151,7 @@ def test_repl_image_goes_with_the_next_message_and_model_switch_warns(home, tmp_
     child.sendline("/model a")
     child.expect("conversation kept")
     child.sendline("/image")
-    child.expect(r"attached: shot.png \(40x30 png\)")
+    child.expect(r"attached: shot.png \(40x30 png\), my shot.png \(20x10 png\)")
     child.sendline("what is it?")
     child.expect("red square")
     child.expect("ga> ")
@@ -157,7 +159,8 @@ def test_repl_image_goes_with_the_next_message_and_model_switch_warns(home, tmp_
     child.expect(pexpect.EOF)
     child.close()
     history = load_session(only_journal(home)).history
-    assert [m["content"][-1]["type"] for m in history if m["role"] == "user"] == ["image"]
+    assert [[b["type"] for b in m["content"]] for m in history if m["role"] == "user"] == [
+        ["text", "image", "image"]]
 
 
 def test_a_lost_image_file_becomes_a_note_on_resume(home, tmp_path, capsys, caplog):
