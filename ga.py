@@ -29,10 +29,8 @@ from agent_loop import (
     json_default,
     log,
 )
+from llmcore import images as pictures
 from llmcore.base import ConfigError, LLMError
-from llmcore.images import describe as describe_image
-from llmcore.images import meta as image_meta
-from llmcore.images import to_block
 from llmcore.logs import Failures
 from llmcore.secrets import EnvPolicy, EventRedactor, Redactor
 from memory.archive import Transcript, archive_to_l4, new_session_id
@@ -232,13 +230,12 @@ class GenericAgentHandler(BaseHandler):
 
     def _read_image(self, p: Path, index: int) -> StepOutcome:
         """The image itself for a model with vision, else a line saying what it is."""
-        see = getattr(self.parent.llmclient, "vision", True)
-        facts, picture = files.read_image(p, decode=see)
+        facts, picture = files.read_image(p, getattr(self.parent.llmclient, "vision", True))
         if picture is None:
             return StepOutcome(self.t("image_text_only", **facts), next_prompt=self._anchor(index))
         block = picture.block()
-        text = self.t("image_shown", sent=describe_image(block), **facts)
-        return StepOutcome(text, next_prompt=self._anchor(index), images=[block])
+        return StepOutcome(self.t("image_shown", sent=pictures.describe(block), **facts),
+                           next_prompt=self._anchor(index), images=[block])
 
     @tool
     def do_file_write(self, path: str, content: str | None = None,
@@ -666,21 +663,11 @@ class GenericAgent:
 
     def put_task(self, query: str, source: str = "user", images: list | None = None) -> queue.Queue:
         """Queue a task; its events arrive on the returned queue, ending with ``task_end``.
-        ``images`` (paths or bytes) go with it as image content; they are checked here, so a
-        bad file or a model without vision raises ``ConfigError`` before anything is queued."""
-        blocks = self.load_images(images)
+        ``images`` (paths or bytes) are checked now: ``ConfigError`` before anything is queued."""
+        blocks = pictures.for_model(images, self.llmclient)
         out: queue.Queue = queue.Queue()
         self.tasks.put((query, source, blocks, out))
         return out
-
-    def load_images(self, images: list | None) -> list[dict]:
-        """Image blocks for ``images`` (paths, bytes or blocks), downscaled and checked: a file
-        that is no usable image, or a model that cannot see images, is a ``ConfigError``."""
-        blocks = [to_block(item) for item in images or []]
-        if blocks and not getattr(self.llmclient, "vision", True):
-            raise ConfigError(None, "images", self.texts(
-                "no_vision", model=getattr(self.llmclient, "name", "?"), n=len(blocks)))
-        return blocks
 
     def run(self) -> None:
         """Worker: run queued tasks one by one until ``None`` is queued."""
@@ -756,7 +743,7 @@ class GenericAgent:
                  ) -> Generator[dict, None, dict]:
         """Run one task to its end, yielding events; returns the ``task_end`` event.
         ``images`` (paths, bytes or image blocks) go with the task as image content."""
-        blocks = self.load_images(images)
+        blocks = pictures.for_model(images, self.llmclient)
         handler = self.handler_cls(self, self.cwd)
         if self.handler is not None:
             handler.inherit(self.handler)
@@ -766,10 +753,8 @@ class GenericAgent:
         message = self._first_message(query)
         if handler.working.get("key_info"):
             message += "\n" + handler._get_anchor_prompt()
-        start = {"type": "task_start", "prompt": query, "source": source}
-        if blocks:
-            start["images"] = [image_meta(b) for b in blocks]
-        yield from self._emit(start)
+        shown = {"images": [pictures.meta(b) for b in blocks]} if blocks else {}
+        yield from self._emit({"type": "task_start", "prompt": query, "source": source, **shown})
         content = [{"type": "text", "text": message}, *blocks] if blocks else message
         loop = agent_runner_loop(self.llmclient, self.system_prompt(), content, handler,
                                  self.tools_schema(), self.max_turns, self.verbose,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from llmcore.base import ConfigError
+from llmcore.images import for_model
 
 from .console import ESTIMATE_MARK
 from .imagestore import ImageStore
@@ -182,7 +183,7 @@ class Session:
     def attach(self, images: list) -> list[dict]:
         """Images (paths, bytes) for the next task, checked now: a file that is no usable
         image, or a model that cannot see images, raises ``ConfigError``."""
-        blocks = self.agent.load_images(images)
+        blocks = for_model(images, self.agent.llmclient)
         self.pending_images.extend(blocks)
         return blocks
 

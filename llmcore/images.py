@@ -39,6 +39,9 @@ EXTENSIONS = {"image/png": "png", "image/jpeg": "jpeg", "image/webp": "webp",
 SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
 SUPPORTED = "use PNG, JPEG, WebP or GIF"
 PIXELS_PER_TOKEN = 750  # what an image costs a vision model (Anthropic's published rule)
+NO_VISION = ("{model} cannot see images, so the {n} image(s) were not sent: its profile has "
+             "vision: false (the default with a base_url). Pick a vision model (-m, /model), "
+             "or set vision: true in the profile if the model takes images.")
 TEXT_ONLY_NOTE = "not shown: this model cannot see images"
 
 
@@ -178,6 +181,25 @@ def to_block(item: Any) -> dict:
     if isinstance(item, (str, Path, bytes)):
         return load_image(item).block()
     raise ImageError(repr(item)[:60], "an image is a file path or bytes")
+
+
+def for_model(items: list | None, client: Any) -> list[dict]:
+    """Blocks for ``items`` (paths, bytes or blocks) that ``client``'s model is to see: a file
+    that is no usable image, or a model without vision, is a ``ConfigError`` (exit 2)."""
+    blocks = [to_block(item) for item in items or []]
+    if blocks and not getattr(client, "vision", True):
+        raise ConfigError(None, "images", NO_VISION.format(
+            model=getattr(client, "name", "?"), n=len(blocks)))
+    return blocks
+
+
+def inspect(raw: bytes, label: str, decode: bool) -> tuple[dict, Picture | None]:
+    """An image file's facts (name, format, width, height, bytes) and, with ``decode``, the
+    picture to send."""
+    img = open_image(raw, label)
+    facts = {"name": Path(label).name, "format": img.format, "width": img.width,
+             "height": img.height, "bytes": len(raw)}
+    return facts, picture(img, raw, label) if decode else None
 
 
 def meta(block: dict) -> dict:

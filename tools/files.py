@@ -108,21 +108,13 @@ def is_image_file(path: Path) -> bool:
 
 def read_image(path: Path, decode: bool) -> tuple[dict, images.Picture | None]:
     """An image file's facts (name, format, width, height, bytes) and, with ``decode``,
-    the picture to send (downscaled and size-capped)."""
+    the picture to send (downscaled and size-capped); bounded like every read."""
     with open_regular(path) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > images.MAX_SOURCE_BYTES:
-            raise ToolError(f"{path} is an image of {size:,} bytes; file_read shows images up "
-                            f"to {images.MAX_SOURCE_BYTES:,} bytes (shrink it with code_run)")
-        raw = f.read()
+        raw = f.read(images.MAX_SOURCE_BYTES + 1)
     try:
-        img = images.open_image(raw, str(path))
-        picture = images.picture(img, raw, str(path)) if decode else None
+        return images.inspect(raw, str(path), decode)
     except images.ImageError as e:
         raise ToolError(str(e)) from None
-    facts = {"name": path.name, "format": img.format, "width": img.width,
-             "height": img.height, "bytes": size}
-    return facts, picture
 
 
 def _refuse_binary(f, path: Path) -> None:

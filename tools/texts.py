@@ -70,10 +70,6 @@ EN: dict[str, str] = {
     "js_missing": (
         "[Error] No script given: pass 'script' (code or a .js path) or put a ```javascript "
         "block in the reply."),
-    "no_vision": (
-        "{model} cannot see images, so the {n} image(s) were not sent: its profile has "
-        "vision: false (the default with a base_url). Pick a vision model (-m, /model), or set "
-        "vision: true in the profile if the model takes images."),
     "image_shown": (
         "[IMAGE] {name}: {format} {width}x{height}, {bytes:,} bytes; the image follows "
         "({sent})."),
@@ -147,9 +143,6 @@ ZH: dict[str, str] = {
     "long_prompt": "{head}\n\n[完整请求（{n} 字符）已保存在 {path}，请先用 file_read 读取再行动。]",
     "js_missing": (
         "[Error] 缺少脚本：请传 'script'（代码或 .js 路径），或在回复中放 ```javascript 代码块。"),
-    "no_vision": (
-        "{model} 看不到图像，{n} 张图像未发送：其配置为 vision: false（设置 base_url 时的默认值）。"
-        "请换用支持图像的模型（-m、/model），或在模型确实支持图像时于配置中设 vision: true。"),
     "image_shown": (
         "[IMAGE] {name}：{format} {width}x{height}，{bytes:,} 字节；图像附后（{sent}）。"),
     "image_text_only": (
