@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from llm_server import KIND_PATHS, Reply, llm_server, run_chat, write_config
+from llm_server import KIND_PATHS, KINDS, Reply, llm_server, run_chat, write_config
 from PIL import Image
 
 import llmcore
@@ -17,7 +17,6 @@ from frontends.journal import load_session
 from llmcore.images import load_image
 
 __all__ = ["llm_server"]
-KINDS = ["openai", "openai-responses", "anthropic"]
 KEY = "sk-test-IMAGES-5c1e"
 
 
