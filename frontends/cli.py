@@ -70,6 +70,19 @@ def version() -> str:
         return "unknown"
 
 
+def positive_int(text: str) -> int:
+    """An option value that must be a whole number above zero (argparse reports it)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser():
     import argparse
 
@@ -81,9 +94,9 @@ def build_parser():
     add_tool_options(p)
     p.add_argument("--version", action="version", version=f"ga {version()}",
                    help="print the version and exit")
-    p.add_argument("--max-turns", type=int, default=100, metavar="N",
+    p.add_argument("--max-turns", type=positive_int, default=100, metavar="N",
                    help="turn limit per task (default 100)")
-    p.add_argument("--max-tokens", type=int, metavar="N",
+    p.add_argument("--max-tokens", type=positive_int, metavar="N",
                    help="token budget per task (input+output, retries included)")
     p.add_argument("--resume", nargs="?", const="", metavar="ID",
                    help="continue a saved session (default: the latest)")
@@ -215,10 +228,16 @@ def piped_stdin() -> str | None:
     return text
 
 
+def argv_text(text: str) -> str:
+    """Command-line text as valid Unicode: bytes that were not UTF-8 (which Python keeps as
+    surrogate escapes) become U+FFFD, so the journal, logs and archive can store it."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def task_text(args) -> str:
     """The task of a one-shot run: the arguments, with piped stdin as context (or as the
     task when no arguments are given)."""
-    task = " ".join(args.task).strip()
+    task = argv_text(" ".join(args.task).strip())
     piped = (piped_stdin() or "").strip()
     if task and piped:
         return f"{task}\n\n<stdin>\n{piped}\n</stdin>"
@@ -362,7 +381,7 @@ def background(args, argv: list[str], home: Path) -> int:
     if not (args.task_dir or args.func):
         raise ConfigError(None, "--bg", "only with --task or --func")
     if args.task_dir and args.input is not None:
-        taskmode.write_input(Path(args.task_dir), args.input)
+        taskmode.write_input(Path(args.task_dir), argv_text(args.input))
     log_path = home / "logs" / "bg" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     return taskmode.spawn_background(argv, log_path)
 
@@ -372,7 +391,7 @@ def run_args(args, extra: list[str], argv: list[str]) -> int:
     if args.task_dir and args.input is not None and not args.bg:
         from .taskmode import write_input
 
-        write_input(Path(args.task_dir), args.input)
+        write_input(Path(args.task_dir), argv_text(args.input))
     return dispatch(args, extra, argv, home)
 
 

@@ -28,6 +28,9 @@ EXIT_OK, EXIT_PROBLEMS = 0, 1
 
 
 def resolve_home(arg: str | None) -> Path:
+    if arg is not None and not arg.strip():
+        raise ConfigError(None, "--home", "an empty path; give a folder, or leave --home out "
+                          "for $GA_HOME or ~/.genericagent")
     return Path(arg or os.environ.get("GA_HOME") or Path.home() / ".genericagent").expanduser()
 
 
@@ -59,19 +62,39 @@ def add_tool_options(p: argparse.ArgumentParser) -> None:
 class CommandParser(argparse.ArgumentParser):
     """Usage errors also say how to run the same words as a task instead."""
 
-    task_words: tuple[str, ...] = ()
+    task_hint = ""  # `ga OPTIONS -- 'WORDS'`, or empty
 
     def error(self, message: str):  # argparse's hook; never returns
         self.print_usage(sys.stderr)
-        hint = ""
-        if self.task_words:
-            hint = f"\n(to run this as a task: ga -- {shlex.quote(' '.join(self.task_words))})"
+        hint = f"\n(to run this as a task: {self.task_hint})" if self.task_hint else ""
         self.exit(2, f"{self.prog}: error: {message}{hint}\n")
 
 
-def command_parser(name: str, words: list[str]) -> argparse.ArgumentParser:
+def task_hint(name: str, argv: list[str]) -> str:
+    """The command that runs ``ga NAME ARGV`` as a task: the options a task run takes stay
+    options, the words (the command word first) become the quoted task."""
+    run_options = argparse.ArgumentParser(add_help=False)
+    add_global_options(run_options)
+    add_tool_options(run_options)
+    actions = run_options._option_string_actions
+    options: list[str] = []
+    words = [name]
+    i = 0
+    while i < len(argv):
+        action = actions.get(argv[i].split("=", 1)[0])
+        if action is None:
+            words.append(argv[i])
+            i += 1
+            continue
+        takes_value = action.nargs != 0 and "=" not in argv[i]
+        options += argv[i:i + 1 + takes_value]
+        i += 1 + takes_value
+    return " ".join(["ga", *map(shlex.quote, options), "--", shlex.quote(" ".join(words))])
+
+
+def command_parser(name: str, argv: list[str]) -> argparse.ArgumentParser:
     p = CommandParser(prog=f"ga {name}", description=DESCRIPTIONS[name])
-    p.task_words = tuple(words)
+    p.task_hint = task_hint(name, argv)
     add_global_options(p)
     if name == "tools":
         add_tool_options(p)
@@ -79,7 +102,7 @@ def command_parser(name: str, words: list[str]) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=CommandParser)
     for action, (text, arguments) in ACTIONS[name].items():
         a = sub.add_parser(action, help=text, description=text)
-        a.task_words = tuple(words)
+        a.task_hint = p.task_hint
         add_global_options(a, suppress=True)
         for flags, kw in arguments:
             a.add_argument(*flags, **kw)
@@ -125,7 +148,7 @@ ACTIONS = {
 def run_command(name: str, argv: list[str]) -> int:
     """Run ``ga NAME ARGV``; ``argv`` may hold global options from before the word."""
     try:
-        args = command_parser(name, [name, *argv]).parse_args(argv)
+        args = command_parser(name, argv).parse_args(argv)
     except SystemExit as e:  # --help, or a usage error argparse already printed
         return e.code if isinstance(e.code, int) else 2
     action = getattr(args, "action", None) or DEFAULT_ACTION.get(name)

@@ -94,7 +94,7 @@ def load_plugins(home: Path, api: PluginAPI, files: tuple = ()) -> None:
             else:
                 module = src.load()
             api.load(name, module.register)
-        except Exception as e:  # a broken plugin is reported and skipped
+        except (Exception, SystemExit) as e:  # a broken plugin is reported and skipped
             log.warning("plugin %s failed to load: %s: %s", name, type(e).__name__, e)
 
 

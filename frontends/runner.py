@@ -319,12 +319,27 @@ def read_history_file(path: str | Path) -> dict:
 def export_history(agent: Any, path: str | Path) -> Path:
     """Write the conversation (provider history, summaries, working memory) as JSON; images
     as references to ``<home>/images``."""
+    snapshot = ImageStore(agent.home).externalize(agent.snapshot())
+    return write_export(path, json.dumps(snapshot, ensure_ascii=False, indent=1, default=str))
+
+
+def write_export(path: str | Path, text: str) -> Path:
+    """Write an exported conversation to ``path``; a folder, a FIFO or a path that cannot be
+    written is a usage error naming it."""
+    import stat
+
     from tools.fsutil import atomic_write
 
     p = Path(path)
-    snapshot = ImageStore(agent.home).externalize(agent.snapshot())
-    text = json.dumps(snapshot, ensure_ascii=False, indent=1, default=str)
-    atomic_write(p, text)
+    if p.is_dir():
+        raise ConfigError(str(p), None, "is a folder; name a file to write, e.g. "
+                          f"{p / 'session.json'}")
+    try:
+        if p.exists() and not stat.S_ISREG(p.stat().st_mode):
+            raise ConfigError(str(p), None, "is not a regular file; name a file to write")
+        atomic_write(p, text)
+    except OSError as e:
+        raise ConfigError(str(p), None, f"cannot write it: {e.strerror or e}") from None
     return p
 
 

@@ -14,7 +14,7 @@ from llmcore.secrets import Redactor, home_redactor
 
 from .console import ESTIMATE_MARK
 from .journal import list_sessions, load_session, read_events
-from .runner import end_message, session_path
+from .runner import end_message, session_path, write_export
 
 PIPED_WIDTH = 200  # no terminal to fit: keep rows on one line
 CWD_CHARS = 40  # longer values are cut in the middle, so a row stays one line
@@ -112,9 +112,7 @@ def export_session(home: Path, session_id: str, target: str | None,
     text = json.dumps(data, ensure_ascii=False, indent=1, default=str)
     text = redact(text) if redact else text
     if target:
-        from tools.fsutil import atomic_write
-
-        atomic_write(Path(target), text)
+        write_export(target, text)
         print(f"exported {state.id} to {target}")
     else:
         print(text)

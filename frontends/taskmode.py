@@ -44,9 +44,20 @@ def reply_wait_seconds() -> float:
         raise ConfigError(None, REPLY_WAIT_ENV, f"expected seconds, got {value!r}") from None
 
 
+def check_task_dir(task_dir: Path) -> None:
+    """``--task DIR`` names a folder (it holds input.txt, output.txt …), never a file."""
+    if task_dir.exists() and not task_dir.is_dir():
+        raise ConfigError(None, "--task", f"{task_dir} is a file; --task takes a folder "
+                          "(it holds input.txt, output.txt …)")
+
+
 def write_input(task_dir: Path, text: str) -> None:
     """``--input``: write the prompt and clear the outputs of an earlier run."""
-    task_dir.mkdir(parents=True, exist_ok=True)
+    check_task_dir(task_dir)
+    try:
+        task_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(None, "--task", f"cannot create {task_dir}: {e.strerror}") from None
     for pattern in STALE_FILES:
         for old in task_dir.glob(pattern):
             old.unlink(missing_ok=True)
@@ -72,6 +83,7 @@ def run_task_mode(session: Session, task_dir: Path, reply_wait: float | None = N
 
 
 def take_prompt(task_dir: Path) -> str:
+    check_task_dir(task_dir)
     try:
         text = (task_dir / INPUT).read_text(encoding="utf-8", errors="replace").strip()
     except OSError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from frontends.cli import main
@@ -74,3 +75,38 @@ def test_bg_needs_task_or_func(tmp_path, capsys):
 def test_input_needs_task_dir(tmp_path, capsys):
     assert main(["-m", script(tmp_path, [{"text": "x"}]), "--input", "hi", "go"]) == 2
     assert "--input" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--max-turns", "0"], ["--max-turns", "-1"],
+                                  ["--max-tokens", "-5"], ["--max-tokens", "0"],
+                                  ["--max-turns", "many"]])
+def test_a_limit_below_one_is_a_usage_error(argv, tmp_path, home, capsys):
+    assert main(["-m", script(tmp_path, [{"text": "x"}]), *argv, "go"]) == 2
+    assert f"argument {argv[0]}:" in capsys.readouterr().err
+    assert not (home / "sessions").exists()
+
+
+def test_an_empty_home_is_a_usage_error(tmp_path, capsys):
+    for argv in (["--home", "", "go"], ["--home", "", "sessions"], ["--home=", "memory"]):
+        assert main(["-m", script(tmp_path, [{"text": "x"}]), *argv]) == 2
+        assert "ga: --home: an empty path" in capsys.readouterr().err
+    assert not (tmp_path / "work" / "sessions").exists()
+
+
+def test_a_task_argument_that_is_not_utf8_runs(tmp_path, home, capsys):
+    bad = b"fix \xff this".decode("utf-8", "surrogateescape")  # as Python decodes argv
+    assert main(["-m", script(tmp_path, [{"text": "fixed"}]), bad]) == 0
+    assert capsys.readouterr().out == "fixed\n"
+    journal = next((home / "sessions").glob("*.jsonl")).read_text(encoding="utf-8")
+    assert "fix \ufffd this" in journal
+
+
+def test_task_dir_naming_a_file_is_a_usage_error(tmp_path, capsys):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("keep me")
+    assert main(["-m", script(tmp_path, [{"text": "x"}]), "--task", str(afile),
+                 "--input", "hi"]) == 2
+    assert f"--task: {afile} is a file; --task takes a folder" in capsys.readouterr().err
+    assert afile.read_text() == "keep me"
+    assert main(["-m", script(tmp_path, [{"text": "x"}]), "--task", str(afile)]) == 2
+    assert "is a file" in capsys.readouterr().err

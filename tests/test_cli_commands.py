@@ -296,3 +296,27 @@ def test_sessions_json_lists_one_object_per_session(home, tmp_path, capsys):
     assert main(["sessions", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(rows) == 1 and rows[0]["first_prompt"] == "count" and rows[0]["tokens"] == 7
+
+
+def test_the_run_as_a_task_hint_keeps_options_outside_the_task_text(tmp_path, capsys):
+    argv = ["--home", "H", "-C", "W w", "-m", "M", "memory", "leak", "--json", "in", "x"]
+    assert main(argv) == 2
+    assert "(to run this as a task: ga --home H -C 'W w' -m M --json -- 'memory leak in x')" \
+        in capsys.readouterr().err
+    assert main(["--home=H", "sessions", "bogus"]) == 2
+    assert "(to run this as a task: ga --home=H -- 'sessions bogus')" in capsys.readouterr().err
+
+
+def test_sessions_export_to_a_folder_or_an_unwritable_path_is_a_usage_error(home, tmp_path,
+                                                                            capsys):
+    assert main(["-m", script(tmp_path, [{"text": "ok"}]), "go"]) == 0
+    sid = only_session(home).id
+    capsys.readouterr()
+    assert main(["sessions", "export", sid, str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"ga: {tmp_path}: is a folder; name a file to write, "
+                                       f"e.g. {tmp_path / 'session.json'}\n")
+    missing = tmp_path / "no" / "such"
+    missing.parent.write_text("a file where a folder should be")
+    assert main(["sessions", "export", sid, str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ga: {missing}: cannot write it: ") and err.count("\n") == 1

@@ -104,3 +104,12 @@ def test_plugin_option_is_repeatable_and_a_missing_file_is_a_usage_error(tmp_pat
     assert "repeat" in names and "shout" in names
     assert main(["tools", "--plugin", str(tmp_path / "nope.py")]) == 2
     assert "nope.py: --plugin: plugin file not found" in capsys.readouterr().err
+
+
+def test_a_plugin_calling_sys_exit_in_register_is_reported_and_skipped(tmp_path, capsys):
+    path = plugin(tmp_path, "quits.py", "import sys\n\ndef register(api):\n    sys.exit(5)\n")
+    assert main(["tools", "--plugin", path]) == 0
+    out, err = capsys.readouterr()
+    assert "quits.py failed to load: SystemExit: 5" in err and "code_run" in out
+    assert main(["-m", script(tmp_path, [{"text": "ran anyway"}]), "--plugin", path, "go"]) == 0
+    assert capsys.readouterr().out == "ran anyway\n"
