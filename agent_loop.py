@@ -299,12 +299,16 @@ def _run_calls(handler, response, calls, max_calls: int = MAX_CALLS_PER_TURN,
 def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], handler,
                       tools_schema, max_turns: int = 100, verbose: bool = False, *,
                       max_calls_per_turn: int = MAX_CALLS_PER_TURN,
-                      redact: Callable[[str], str] | None = None
+                      redact: Callable[[str], str] | None = None,
+                      first_results: list[dict] | None = None
                       ) -> Generator[dict, None, dict]:
     """Drive the model turn by turn until a tool ends the task or a limit is hit.
-    ``user_input`` is the task's text, or content blocks (text and images)."""
-    messages: list[dict] = [{"role": "system", "content": system_prompt},
-                            {"role": "user", "content": user_input}]
+    ``user_input`` is the task's text, or content blocks (text and images); ``first_results``
+    go with it: they answer tool calls the history ended on (an ``ask_user`` question)."""
+    first: dict = {"role": "user", "content": user_input}
+    if first_results:
+        first["tool_results"] = list(first_results)
+    messages: list[dict] = [{"role": "system", "content": system_prompt}, first]
     hooks: Hooks = getattr(handler, "hooks", None) or Hooks()
     handler.max_turns = max_turns
     handler.verbose = verbose

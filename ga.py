@@ -439,7 +439,7 @@ class GenericAgentHandler(BaseHandler):
             out.append(f"<earlier_context>\n{self._fold_earlier(h[:-w])}\n</earlier_context>")
         if turn % self.s.history_every == 0:
             out.append("<history>\n" + "\n".join(h[-w:]) + "\n</history>")
-        out.append(self.t("current_turn", turn=turn))
+        out.append(self.t("current_turn", turn=max(turn, 1)))  # a first message: turn 1
         if self.working.get("key_info"):
             out.append(f"<key_info>{self.working['key_info']}</key_info>")
         if self.working.get("related_sop"):
@@ -749,17 +749,24 @@ class GenericAgent:
             handler.inherit(self.handler)
         self.handler = handler
         handler.disabled_tools = self.disabled_tools
+        question = pending_question(getattr(self.llmclient, "history", None) or [])
+        if question is not None:  # this task answers it: "2" picks the second candidate
+            query = pick_answer(query, (question.get("input") or {}).get("candidates"))
         self.history_info.append(self.texts("user_line", text=squeeze(query, 200)))
         message = self._first_message(query)
+        answers = []
+        if question is not None:  # the answer is the ask_user call's result
+            answers, message = [{"tool_use_id": question["id"], "content": message}], ""
         if handler.working.get("key_info"):
-            message += "\n" + handler._get_anchor_prompt()
+            anchor = handler._get_anchor_prompt()
+            message = f"{message}\n{anchor}" if message else anchor.lstrip("\n")
         shown = {"images": [pictures.meta(b) for b in blocks]} if blocks else {}
         yield from self._emit({"type": "task_start", "prompt": query, "source": source, **shown})
         content = [{"type": "text", "text": message}, *blocks] if blocks else message
         loop = agent_runner_loop(self.llmclient, self.system_prompt(), content, handler,
                                  self.tools_schema(), self.max_turns, self.verbose,
                                  max_calls_per_turn=self.max_calls_per_turn,
-                                 redact=self.redactor)
+                                 redact=self.redactor, first_results=answers)
         try:
             result = yield from self._relay(loop)
             end = task_end_event(result, handler.current_turn)
@@ -779,6 +786,24 @@ class GenericAgent:
             except StopIteration as stop:
                 return stop.value
             yield from self._emit(event)
+
+
+def pending_question(history: list[dict]) -> dict | None:
+    """The ``ask_user`` call (a ``tool_use`` block) the conversation stopped on: the last
+    message is the reply that asked it, so nothing has answered it yet."""
+    last = history[-1] if history else None
+    if not isinstance(last, dict) or last.get("role") != "assistant":
+        return None
+    return next((b for b in last.get("content") or [] if isinstance(b, dict)
+                 and b.get("type") == "tool_use" and b.get("name") == "ask_user"), None)
+
+
+def pick_answer(text: str, candidates: Any) -> str:
+    """An answer to an ``ask_user`` question: a number picks that candidate (1-based)."""
+    pick = text.strip()
+    if pick.isdigit() and isinstance(candidates, list) and 1 <= int(pick) <= len(candidates):
+        return str(candidates[int(pick) - 1])
+    return text
 
 
 def failed_event(error: str, turns: int, model_error: bool = False) -> dict:

@@ -55,8 +55,9 @@ input and output:
   the final answer and the progress goes to stderr. Diagnostics always go to stderr.
 
 exit codes: 0 done, 1 failure, 2 usage or config error, 3 the agent asked a question
-  (answer with ga --resume ID "ANSWER"), 4 a limit ended the task (turns, tokens, no
-  progress), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
+  (answer with ga --resume ID "ANSWER"; a number picks a candidate), 4 a limit ended
+  the task (turns, tokens, no progress), 130 interrupted (Ctrl-C), 143 terminated
+  (SIGTERM), 129 hung up (SIGHUP).
   Whatever ends ga, the processes it started end with it (setsid detaches a service)."""
 
 
@@ -99,9 +100,9 @@ def build_parser():
     p.add_argument("--max-tokens", type=positive_int, metavar="N",
                    help="token budget per task (input+output, retries included)")
     p.add_argument("--resume", nargs="?", const="", metavar="ID",
-                   help="continue a saved session (default: the latest)")
+                   help="continue a saved session (default: the latest), in its folder")
     p.add_argument("--continue", dest="cont", action="store_true",
-                   help="continue the latest session started in this working directory")
+                   help="continue the latest session that works in this folder (-C)")
     p.add_argument("--history", metavar="FILE", help="seed the conversation from a JSON file")
     p.add_argument("--task", dest="task_dir", metavar="DIR", help="file-based subagent mode")
     p.add_argument("--input", metavar="TEXT", help="with --task: write DIR/input.txt first")
@@ -247,23 +248,37 @@ def task_text(args) -> str:
 
 
 def resume_command(args) -> str:
-    """How to run ga again with the same home and config (for printed hints)."""
+    """How to run ga again with the same home and config, from any folder (for printed
+    hints: a resumed session finds its working folder itself)."""
     parts = ["ga"]
     for flag, value in (("--home", args.home), ("--config", args.config)):
         if value:
-            parts += [flag, shlex.quote(value)]
+            parts += [flag, shlex.quote(os.path.abspath(os.path.expanduser(value)))]
     return " ".join(parts)
+
+
+def session_folder(args, state: SessionState) -> None:
+    """A resumed session works in its recorded folder unless ``-C`` names another."""
+    if args.cwd or not state.cwd:
+        return
+    if not Path(state.cwd).is_dir():
+        raise ConfigError(None, "--resume", f"session {state.id} worked in {state.cwd}, "
+                          "which is no longer a folder; choose one with -C")
+    args.cwd = state.cwd
 
 
 def open_session(args, home: Path, state: SessionState | None) -> Session:
     """The agent, the journal (new, or the resumed one), the seed history and the token
-    budget. A resumed session keeps its recorded model unless ``-m`` is given."""
+    budget. A resumed session keeps its recorded model and folder unless ``-m``/``-C``
+    is given."""
     from llmcore import make_client
     from llmcore.secrets import home_redactor
 
     from .journal import Journal
     from .runner import Session, TokenBudget, load_tools, make_agent, read_history_file
 
+    if state is not None:
+        session_folder(args, state)
     api = load_tools(args, home)
     redactor = home_redactor(home, args.config)  # the one redactor every writer uses
     client = resumed_client(args, home, state, redactor) if state else make_client(

@@ -222,7 +222,7 @@ class SessionState:
     id: str
     path: Path
     started: float = 0.0
-    cwd: str = ""
+    cwd: str = ""  # the working folder it was last opened with
     model: str = ""
     first_prompt: str = ""
     turns: int = 0
@@ -258,7 +258,7 @@ def _apply(state: SessionState, r: dict) -> None:
     kind = r.get("type")
     if kind in ("session_start", "session_resume"):
         state.started = state.started or float(r.get("time") or 0)
-        state.cwd = state.cwd or str(r.get("cwd") or "")
+        state.cwd = str(r.get("cwd") or state.cwd)  # where it works now: the latest
         state.model = str(r.get("model") or state.model)
     elif kind == "model":
         state.model = str(r.get("name") or state.model)
@@ -355,7 +355,7 @@ def glob_escape(text: str) -> str:
 
 
 def latest_for_cwd(home: str | Path, cwd: str | Path) -> Path | None:
-    """The most recently used session that was started in ``cwd``."""
+    """The most recently used session that works in ``cwd``."""
     want = str(Path(cwd).absolute())
     for state in list_sessions(home):
         if state.cwd == want:

@@ -145,12 +145,13 @@ class Repl:
                 self.say("\n[aborting the task… Ctrl-C again to quit]")
 
     def answer(self, end: dict) -> str:
-        """Read the answer to an ``ask_user`` question; a number picks a candidate."""
-        candidates = end.get("candidates") or []
+        """Read the answer to an ``ask_user`` question (the agent maps a number to its
+        candidate)."""
+        from ga import pick_answer
+
         reply = self._input(ANSWER_PROMPT)
-        if reply.isdigit() and 1 <= int(reply) <= len(candidates):
+        if pick_answer(reply, end.get("candidates") or []) != reply:
             self._forget_last()  # a pick by number is no line worth recalling
-            return str(candidates[int(reply) - 1])
         return reply
 
     def _forget_last(self) -> None:

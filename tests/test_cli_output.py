@@ -182,12 +182,14 @@ def test_the_printed_answer_command_resumes_with_the_recorded_model(tmp_path, ho
     sid = only_session(home).id
     path.write_text(yaml.safe_dump([{"text": "deploying on 8080"}]))  # the model's next turn
     capsys.readouterr()
-    assert main(["--resume", sid, "8080"]) == 0
+    assert main(["--resume", sid, "2"]) == 0  # a number picks its candidate here too
     out, err = capsys.readouterr()
     assert out == "deploying on 8080\n" and f"model scripted:{path}" in err
-    user_texts = [b.get("text") for m in only_session(home).history if m["role"] == "user"
-                  for b in m["content"]]
-    assert user_texts[-1].startswith("8080")
+    history = only_session(home).history
+    asked = history[-3]["content"][-1]
+    assert asked["type"] == "tool_use" and asked["name"] == "ask_user"
+    assert history[-2]["content"] == [{"type": "tool_result", "tool_use_id": asked["id"],
+                                       "content": "8080"}]  # the answer is the call's result
 
 
 def test_an_answer_that_is_a_command_word_is_still_an_answer(tmp_path, home, capsys):
@@ -230,3 +232,39 @@ def test_repl_history_keeps_typed_lines_not_numbered_picks(tmp_path, home):
     assert shown.getvalue().count("Which port?") == 1
     lines = (home / "repl_history").read_text().splitlines()
     assert "deploy it" in lines and "2" not in lines
+
+
+def test_resume_works_in_the_sessions_folder_unless_c_names_another(tmp_path, home,
+                                                                     monkeypatch, capsys):
+    proj, elsewhere, other = (tmp_path / n for n in ("proj", "elsewhere", "other"))
+    for folder in (proj, elsewhere, other):
+        folder.mkdir()
+    path = tmp_path / "script.yaml"
+    assert main(["-m", script(tmp_path, [ASK]), "--home", "../home", "-C", str(proj),
+                 "make the file"]) == 3
+    sid = only_session(home).id
+    answer_command = f'ga --home {home} --resume {sid} "ANSWER"'
+    assert answer_command in capsys.readouterr().err
+    monkeypatch.chdir(elsewhere)  # the printed command works from any folder
+    path.write_text(yaml.safe_dump([call("file_write", path="answer.txt", content="x"),
+                                    {"text": "written"}]))
+    assert main(["--home", str(home), "--resume", sid, "8080"]) == 0
+    assert (proj / "answer.txt").exists() and not list(elsewhere.iterdir())
+    assert f"(continue with: ga --home {home} --resume {sid})" in capsys.readouterr().err
+    assert only_session(home).cwd == str(proj)
+    path.write_text(yaml.safe_dump([call("file_write", path="b.txt", content="y"),
+                                    {"text": "written"}]))
+    assert main(["--resume", sid, "-C", str(other), "and b"]) == 0
+    assert (other / "b.txt").exists() and only_session(home).cwd == str(other)
+
+
+def test_resuming_a_session_whose_folder_is_gone_is_a_usage_error(tmp_path, home, capsys):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    assert main(["-m", script(tmp_path, [{"text": "ok"}]), "-C", str(gone), "go"]) == 0
+    gone.rmdir()
+    sid = only_session(home).id
+    assert main(["--resume", sid, "again"]) == 2
+    assert f"ga: --resume: session {sid} worked in {gone}, which is no longer a folder; " \
+           "choose one with -C" in capsys.readouterr().err
+    assert main(["--resume", sid, "-C", str(tmp_path), "again"]) == 0

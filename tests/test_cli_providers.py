@@ -130,3 +130,41 @@ def test_repl_status_line_marks_estimated_tokens():
     render({"type": "usage", "input": 1200, "cached": 0, "output": 40, "estimated": True})
     render({"type": "task_end", "result": "CURRENT_TASK_DONE"})
     assert "[p] session s1 · tokens: ≈1200 in (0 cached), ≈40 out" in out.getvalue()
+
+
+def tool_results_sent(kind: str, body: dict) -> list[str]:
+    """The tool results a request carries, as text, in each API's own shape."""
+    if kind == "openai":
+        return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    if kind == "openai-responses":
+        return [i["output"] for i in body["input"] if i.get("type") == "function_call_output"]
+    blocks = [b for m in body["messages"] if isinstance(m["content"], list)
+              for b in m["content"] if b["type"] == "tool_result"]
+    return [b["content"] if isinstance(b["content"], str)
+            else "".join(part["text"] for part in b["content"]) for b in blocks]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("tool_mode", ["native", "text"])
+def test_a_resumed_answer_by_number_is_the_ask_user_calls_result(home, llm_server, kind,
+                                                                  tool_mode, capsys):
+    cfg = write_config(home, llm_server, p={"provider": kind, "model": "m", "api_key": KEY,
+                                            "tool_mode": tool_mode})
+    ask = json.dumps({"question": "Which color?", "candidates": ["red", "blue"]})
+    if tool_mode == "native":
+        first = Reply(text="<summary>ask</summary>", tool_calls=[("ask_user", ask)])
+    else:
+        first = Reply(text=f'<summary>ask</summary><tool_use>{{"name": "ask_user", '
+                      f'"arguments": {ask}}}</tool_use>')
+    llm_server.queue(first, Reply(text="Blue it is."))
+    assert main(["-m", "p", "--config", cfg, "paint it"]) == 3
+    sid = next((home / "sessions").glob("*.jsonl")).stem
+    assert main(["--config", cfg, "--resume", sid, "2"]) == 0
+    assert capsys.readouterr().out.endswith("Blue it is.\n")
+    body = llm_server.bodies()[-1]
+    sent = json.dumps(body)
+    assert "was interrupted" not in sent and '"2"' not in sent
+    if tool_mode == "native":
+        assert tool_results_sent(kind, body) == ["blue"]
+    else:  # text mode: the result goes back as a <tool_result> text block
+        assert '">\\nblue\\n</tool_result>' in sent

@@ -343,6 +343,8 @@ def test_key_info_carried_to_next_task_with_one_staleness_line(run_agent):
     assert "### [WORKING MEMORY]" in first_msg_task3
     assert "<key_info>deploy target is box7" in first_msg_task3
     assert "set 2 task(s) ago" in first_msg_task3
+    assert "Current turn: 1\n" in first_msg_task3 and "Current turn: 0" not in first_msg_task3
+    assert "<history>\n[USER] task one" in first_msg_task3  # the block is whole
 
 
 def test_passed_sessions_keeps_counting_across_tasks(run_agent):
@@ -470,3 +472,29 @@ def test_empty_reply_counter_resets_after_a_real_reply(run_agent):
              {"text": ""}, {"text": ""}, {"text": "done"}]
     _, _, events = run_agent(steps)
     assert events[-1]["result"] == "CURRENT_TASK_DONE"
+
+
+def test_a_task_after_an_ask_user_stop_answers_the_question(run_agent):
+    ask = {"text": "<summary>ask</summary>", "tool_calls": [
+        {"name": "ask_user", "args": {"question": "Which color?", "candidates": ["red", "blue"]}}]}
+    agent, client, _ = run_agent([ask], task="paint it")
+    asked = client.history[-1]["content"][-1]
+    _, _, events = run_agent([{"text": "red it is"}], task=" 1 ", agent=agent)
+    first = client.calls[-1]["messages"][1]
+    assert first == {"role": "user", "content": "",
+                     "tool_results": [{"tool_use_id": asked["id"], "content": "red"}]}
+    assert events[0] == {"type": "task_start", "prompt": "red", "source": "user"}
+    assert agent.history_info[-2] == "[USER] red"
+    run_agent([{"text": "ok"}], task="2", agent=agent)  # nothing pending now: "2" is a task
+    assert client.calls[-1]["messages"][1] == {"role": "user", "content": "2"}
+
+
+def test_an_answer_to_a_question_that_is_not_a_pick_is_kept_as_typed(run_agent):
+    ask = {"text": "<summary>ask</summary>", "tool_calls": [
+        {"name": "update_working_checkpoint", "args": {"key_info": "K"}},
+        {"name": "ask_user", "args": {"question": "Port?", "candidates": ["80"]}}]}
+    agent, client, _ = run_agent([ask], task="deploy")
+    run_agent([{"text": "ok"}], task="3", agent=agent)  # out of range: the text itself
+    first = client.calls[-1]["messages"][1]
+    assert first["tool_results"][0]["content"] == "3"
+    assert first["content"].startswith("### [WORKING MEMORY]")  # key_info still comes
