@@ -214,7 +214,7 @@ def _parse_calls(response) -> list[dict]:
         except json.JSONDecodeError as e:
             error = str(e)
         if error:
-            calls.append({"tool_name": "bad_json", "id": tc.id,
+            calls.append({"tool_name": "bad_json", "id": tc.id, "called": name,
                           "args": {"name": name, "raw": raw, "error": error}})
         else:
             calls.append({"tool_name": name, "args": args, "id": tc.id,
@@ -252,18 +252,25 @@ def _image_meta(outcome: StepOutcome) -> dict:
 
 
 def _run_one(handler, response, call: dict, index: int, tool_num: int,
-             redact: Callable[[str], str] | None) -> Generator[dict, None, StepOutcome]:
+             redact: Callable[[str], str] | None,
+             refusal: str | None = None) -> Generator[dict, None, StepOutcome]:
+    """Run one call (``refusal``: do not run it, answer that error) with its events, shown
+    under the name the model used."""
     name, call_id, internal = call["tool_name"], call["id"], call.get("internal", False)
+    shown = call.get("called", name)  # a bad_json call is shown as the tool it meant
     if not internal:
-        yield {"type": "tool_call", "name": name, "args": dict(call["args"]), "id": call_id}
-    if call.get("reserved"):  # the runtime's own no_tool is not the model's to call
+        args = {"raw": call["args"].get("raw")} if "called" in call else dict(call["args"])
+        yield {"type": "tool_call", "name": shown, "args": args, "id": call_id}
+    if refusal is not None:
+        outcome = error_outcome(refusal)
+    elif call.get("reserved"):  # the runtime's own no_tool is not the model's to call
         outcome = error_outcome(f"unknown tool {name}", next_prompt=f"unknown tool {name}")
     else:
         gen = handler.dispatch(name, call["args"], response, index=index, tool_num=tool_num)
         outcome = yield from _as_progress(gen)
     if not internal:
         outcome.data = with_markers_note(outcome.data, redact)
-        yield {"type": "tool_result", "name": name, "id": call_id, "data": outcome.data,
+        yield {"type": "tool_result", "name": shown, "id": call_id, "data": outcome.data,
                **_image_meta(outcome)}
     return outcome
 
@@ -275,7 +282,6 @@ def _run_calls(handler, response, calls, max_calls: int = MAX_CALLS_PER_TURN,
     exit_reason: dict = {}
     run = calls[:max_calls]
     for i, call in enumerate(run):
-        call_id = call["id"]
         outcome = yield from _run_one(handler, response, call, i, len(run), redact)
         if outcome.should_exit:
             exit_reason = {"result": "EXITED", "data": outcome.data}
@@ -284,16 +290,19 @@ def _run_calls(handler, response, calls, max_calls: int = MAX_CALLS_PER_TURN,
             exit_reason = {"result": "CURRENT_TASK_DONE", "data": outcome.data}
             break
         if outcome.data is not None and not call.get("internal"):
-            text = tool_output(_result_text(outcome.data), redact)  # str() of other objects
-            tool_results.append({"tool_use_id": call_id, "content": _with_images(text, outcome)})
+            tool_results.append(_tool_result(call, outcome, redact))
         if outcome.next_prompt not in next_prompts:
             next_prompts.append(outcome.next_prompt)
-    skipped = calls[len(run):]
-    if skipped and not exit_reason:
-        msg = TOO_MANY_CALLS.format(n=max_calls, total=len(calls))
-        yield {"type": "progress", "text": f"{msg}\n"}
-        tool_results += [{"tool_use_id": c["id"], "content": msg} for c in skipped]
+    refusal = TOO_MANY_CALLS.format(n=max_calls, total=len(calls))
+    for call in calls[len(run):] if not exit_reason else ():
+        outcome = yield from _run_one(handler, response, call, 0, len(run), redact, refusal)
+        tool_results.append(_tool_result(call, outcome, redact))
     return tool_results, next_prompts, exit_reason
+
+
+def _tool_result(call: dict, outcome: StepOutcome, redact: Callable[[str], str] | None) -> dict:
+    text = tool_output(_result_text(outcome.data), redact)  # str() of other objects
+    return {"tool_use_id": call["id"], "content": _with_images(text, outcome)}
 
 
 def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], handler,

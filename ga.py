@@ -215,7 +215,7 @@ class GenericAgentHandler(BaseHandler):
             show_linenos: Prefix each line with its number.
         """
         p = self.resolve(path)
-        yield f"[Action] Reading file: {p}\n"
+        yield f"[Action] Reading file: {path}\n"
         if files.is_image_file(p):
             return self._read_image(p, _index)
         budget = READ_OUTPUT_CHARS // max(_tool_num, 1)

@@ -112,6 +112,7 @@ class TextRenderer:
         self._hidden_lines = 0
         self._hidden_partial = False
         self._at_line_start = True
+        self._held_call: dict | None = None  # an ask_user call, until its result
         self.summaries = SummaryFilter()
 
     def _write(self, text: str) -> None:
@@ -147,8 +148,12 @@ class TextRenderer:
         self.newline()
         self._progress_lines = self._hidden_lines = 0
         self._hidden_partial = False
-        if e["name"] == ASK_USER:
+        if e["name"] == ASK_USER:  # shown only when it does not stop with its question
+            self._held_call = e
             return
+        self._show_call(e)
+
+    def _show_call(self, e: dict) -> None:
         if self.verbose:
             args = {k: v for k, v in e["args"].items() if not k.startswith("_")}
             body = json.dumps(args, ensure_ascii=False, indent=2, default=json_default)
@@ -180,7 +185,12 @@ class TextRenderer:
     def on_tool_result(self, e: dict) -> None:
         data = e["data"]
         if e["name"] == ASK_USER:
-            return
+            held, self._held_call = self._held_call, None
+            if isinstance(data, dict) and data.get("status") == "INTERRUPT":
+                return  # the question is shown once, at the end of the task
+            self.newline()
+            if held is not None:
+                self._show_call(held)
         self.newline()
         if self.verbose:
             body = data if isinstance(data, str) else json.dumps(

@@ -138,6 +138,31 @@ def test_tool_lines_end_with_how_the_call_ended(tmp_path, capsys):
                         "↳ error: unknown tool no_such_tool"]
 
 
+def test_every_call_gets_its_line_over_the_cap_hidden_or_with_bad_json(tmp_path, home,
+                                                                        capsys):
+    (home / "config.yaml").write_text("tools: {max_calls_per_turn: 1}\n")
+    (tmp_path / "work" / "a.txt").write_text("hi\n")
+    steps = [{"text": "<summary>two</summary>", "tool_calls": [
+                 {"name": "file_read", "args": {"path": "a.txt"}},
+                 {"name": "file_read", "args": {"path": "b.txt"}}]},
+             call("ask_user", question="Which port?"),
+             {"text": "<summary>bad</summary>",
+              "tool_calls": [{"name": "file_write", "raw_args": '{"path": "x'}]},
+             {"text": "done"}]
+    assert main(["-m", script(tmp_path, steps), "--no-user-tools", "go"]) == 0
+    err = capsys.readouterr().err
+    lines = [line.strip() for line in err.splitlines() if line.startswith(("🛠️", "  ↳", "[A"))]
+    assert lines[:7] == [
+        '🛠️ file_read({"path": "a.txt"})', "[Action] Reading file: a.txt", "↳ ok",
+        '🛠️ file_read({"path": "b.txt"})',
+        "↳ error: not run: a reply may make at most 1 tool calls and yours made 2. Send the "
+        "remaining calls in your next reply.",
+        "🛠️ ask_user(Which port?)", "↳ error: unknown tool ask_user"]
+    assert lines[7] == '🛠️ file_write({"raw": "{\\"path\\": \\"x"})'
+    assert lines[8].startswith("↳ error: the arguments of your file_write tool call were not")
+    assert "bad_json" not in err and len(lines) == 9
+
+
 def test_long_output_ends_with_a_note_of_the_lines_not_shown(tmp_path, capsys):
     steps = [call("code_run", type="bash", script="seq 1 20"), {"text": "done"}]
     assert main(["-m", script(tmp_path, steps), "count"]) == 0

@@ -262,8 +262,10 @@ def test_calls_over_the_cap_get_an_error_result_each():
 def test_default_cap_is_32_and_the_agent_passes_its_own(run_agent):
     calls = [{"name": "update_working_checkpoint", "args": {"key_info": "k"}}] * 5
     _, client, events = run_agent([{"tool_calls": calls}, {"text": "ok"}], max_calls_per_turn=2)
-    assert len([e for e in events if e["type"] == "tool_call"]) == 2
-    assert len(sent_results(client)) == 5
+    results = [e["data"] for e in events if e["type"] == "tool_result"]
+    assert len(results) == len(sent_results(client)) == 5  # each call shown, with its result
+    assert results[:2] == [{"result": "working key_info updated"}] * 2
+    assert all(r["status"] == "error" and "not run" in r["msg"] for r in results[2:])
     handler = Counter()
     drain_gen(agent_runner_loop(ScriptedClient([{"tool_calls": [{"name": "tick"}] * 40}]),
                                 "SYS", "t", handler, [], max_turns=1))
