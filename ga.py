@@ -625,6 +625,7 @@ class GenericAgent:
         self.intervene: str | None = None
         self._turn_end_hooks: dict[str, Any] = {}
         self.listeners: list[Any] = []
+        self._provider_events: list[dict] = []  # retries and switches, until relayed in order
         self.session_id = new_session_id()  # a journal, when attached, gives its own
         self.transcript = Transcript()
         self.tasks: queue.Queue = queue.Queue()
@@ -682,7 +683,8 @@ class GenericAgent:
             except BaseException as e:  # the worker's edge: a caller must always get a task_end
                 log.error("task crashed: %s: %s", type(e).__name__, e, exc_info=True)
                 turns = getattr(self.handler, "current_turn", 0)
-                for event in self._emit(failed_event(f"{type(e).__name__}: {e}", turns)):
+                end = failed_event(f"{type(e).__name__}: {e}", turns)
+                for event in self._emit(dict(end, session_id=self.session_id)):
                     out.put(event)
 
     def start(self) -> threading.Thread:
@@ -760,8 +762,11 @@ class GenericAgent:
         if handler.working.get("key_info"):
             anchor = handler._get_anchor_prompt()
             message = f"{message}\n{anchor}" if message else anchor.lstrip("\n")
+            message = f"{message}\n{anchor}" if message else anchor.lstrip("\n")
+        self._provider_events.clear()  # a /model switch between tasks is no restart
         shown = {"images": [pictures.meta(b) for b in blocks]} if blocks else {}
-        yield from self._emit({"type": "task_start", "prompt": query, "source": source, **shown})
+        yield from self._emit({"type": "task_start", "prompt": query, "source": source,
+                               "session_id": self.session_id, **shown})
         content = [{"type": "text", "text": message}, *blocks] if blocks else message
         loop = agent_runner_loop(self.llmclient, self.system_prompt(), content, handler,
                                  self.tools_schema(), self.max_turns, self.verbose,
@@ -772,20 +777,32 @@ class GenericAgent:
             end = task_end_event(result, handler.current_turn)
         except LLMError as e:  # the model failed for good: the task ends, the session lives
             end = failed_event(str(e), handler.current_turn, model_error=True)
-        events = self._emit(end)
+        events = self._emit(dict(end, session_id=self.session_id))
         # archived before the end is seen: a caller may exit right after it
         self.failures.attempt("archiving the session in L4", archive_to_l4, self.memory,
                               self.session_id, self.transcript.events, redact=self.redactor)
         yield from events
         return events[-1]
 
+    def provider_event(self, event: dict) -> None:
+        """The client's ``on_event``: a ``retry`` or ``model_switch`` while it answers. It is
+        relayed among the task's events where it happened: after the text of the attempt
+        it ends, which the reply then restarts from scratch."""
+        self._provider_events.append(event)
+
     def _relay(self, loop: Generator) -> Generator[dict, None, dict]:
         while True:
             try:
                 event = next(loop)
             except StopIteration as stop:
+                yield from self._relay_provider_events()
                 return stop.value
+            yield from self._relay_provider_events()
             yield from self._emit(event)
+
+    def _relay_provider_events(self) -> Generator[dict, None, None]:
+        while self._provider_events:
+            yield from self._emit(self._provider_events.pop(0))
 
 
 def pending_question(history: list[dict]) -> dict | None:

@@ -14,7 +14,9 @@ from tools import clip
 from .signals import held
 
 JSON_EVENTS = ("task_start", "turn", "text", "thinking", "tool_call", "tool_result", "usage",
-               "task_end")
+               "retry", "model_switch", "task_end")
+RESTARTS = ("retry", "model_switch")  # the reply starts over: drop the turn's streamed text
+RESTART_NOTE = " — the reply starts over"
 COMPACT_PROGRESS_LINES = 8  # live tool output shown per call in compact mode
 OUTCOME_CHARS = 300  # an error message on a tool's outcome line
 PANEL_CHARS = 4000
@@ -75,17 +77,28 @@ def tool_outcome(data: object) -> tuple[str, bool]:
     return "ok", False
 
 
-class JsonRenderer:
-    """One JSON object per line on stdout, only the documented event types."""
+def restart_line(event: dict, streamed: bool) -> str:
+    """The diagnostic of a retry or failover switch; ``streamed``: a partial reply was shown."""
+    from llmcore.session import event_text
 
-    def __init__(self, out: IO[str] | None = None) -> None:
+    return f"ga: {event_text(event)}{RESTART_NOTE if streamed else ''}"
+
+
+class JsonRenderer:
+    """One JSON object per line on stdout, only the documented event types; retries and
+    switches are diagnostics on stderr too."""
+
+    def __init__(self, out: IO[str] | None = None, err: IO[str] | None = None) -> None:
         self.out = out or sys.stdout
+        self.err = err
 
     def __call__(self, event: dict) -> None:
         if event.get("type") not in JSON_EVENTS:
             return
         self.out.write(json.dumps(event, ensure_ascii=False, default=json_default) + "\n")
         self.out.flush()
+        if event.get("type") in RESTARTS:
+            print(restart_line(event, False), file=self.err or sys.stderr, flush=True)
 
 
 class TextRenderer:
@@ -113,6 +126,7 @@ class TextRenderer:
         self._hidden_partial = False
         self._at_line_start = True
         self._held_call: dict | None = None  # an ask_user call, until its result
+        self._streamed = False  # reply text of the current attempt was shown
         self.summaries = SummaryFilter()
 
     def _write(self, text: str) -> None:
@@ -128,9 +142,22 @@ class TextRenderer:
             self._write("\n")
 
     def __call__(self, event: dict) -> None:
-        handler = getattr(self, "on_" + event.get("type", ""), None)
+        kind = event.get("type", "")
+        handler = getattr(self, "on_" + kind, None)
         if handler:
             handler(event)
+        if kind == "text" or (kind == "thinking" and self.verbose):
+            self._streamed = True
+        elif kind in ("turn", "tool_call", *RESTARTS):
+            self._streamed = False
+
+    def on_retry(self, e: dict) -> None:
+        """The reply starts over: end its partial line and say so."""
+        self.summaries = SummaryFilter()
+        self.newline()
+        self.err.print(restart_line(e, self._streamed), style="yellow", markup=False)
+
+    on_model_switch = on_retry
 
     def on_text(self, e: dict) -> None:
         self._write(self.summaries.feed(e["delta"]))
@@ -255,6 +282,8 @@ class LiveRenderer(TextRenderer):
 
     def __call__(self, event: dict) -> None:
         kind = event.get("type")
+        if kind in RESTARTS:
+            self._reply = []  # the partial reply is not kept on screen
         if kind not in ("text", "thinking", "usage"):
             self._stop_spinner()
             self._finish_reply()

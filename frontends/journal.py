@@ -34,6 +34,7 @@ log = logging.getLogger("ga.session")
 
 JOURNAL_VERSION = 1
 STREAM_EVENTS = ("text", "thinking")
+RESTART_EVENTS = ("retry", "model_switch")  # the reply starts over: its streamed text goes
 SKIPPED_EVENTS = ("progress",)
 STATE_AFTER = ("turn", "tool_result", "task_end")
 PROMPT_PREVIEW_CHARS = 60
@@ -164,6 +165,8 @@ class Journal:
         if kind in STREAM_EVENTS:
             self._stream.setdefault(kind, []).append(str(event.get("delta", "")))
             return
+        if kind in RESTART_EVENTS:
+            self._stream.clear()
         self.write(event)
         if kind in STATE_AFTER:
             self.snapshot()
@@ -262,7 +265,7 @@ def _apply(state: SessionState, r: dict) -> None:
         state.model = str(r.get("model") or state.model)
     elif kind == "model":
         state.model = str(r.get("name") or state.model)
-    elif kind == "llm_model_switch":
+    elif kind in ("model_switch", "llm_model_switch"):  # llm_…: as older journals say
         state.model = str(r.get("to") or state.model)
     elif kind == "task_start":
         state.tasks += 1

@@ -152,15 +152,12 @@ class Session:
         self.pending_images: list[dict] = []  # go with the next task (--image, /image)
 
     def _watch_client(self, client: Any) -> None:
-        """Provider events (retries, failover switches) go to the journal too; the provider
-        log is named after the session."""
+        """Provider events (retries, failover switches) join the task's events, for the
+        renderer and the journal; the provider log is named after the session."""
         if hasattr(client, "on_event"):
-            client.on_event = self._client_event
+            client.on_event = self.agent.provider_event
         if getattr(client, "log", None) is not None:
             client.log.session_id = self.journal.id
-
-    def _client_event(self, event: dict) -> None:
-        self.journal.write(dict(event, type=f"llm_{event.get('type', 'event')}"))
 
     @property
     def id(self) -> str:
@@ -200,7 +197,8 @@ class Session:
                 if self._worker is None or self._worker.is_alive() or not events.empty():
                     continue
                 event = {"type": "task_end", "result": "FAILED", "turns": 0,
-                         "text": WORKER_GONE, "error": WORKER_GONE, "model_error": False}
+                         "text": WORKER_GONE, "error": WORKER_GONE, "model_error": False,
+                         "session_id": self.id}
             render(event)
             if event.get("type") == "task_end":
                 return event

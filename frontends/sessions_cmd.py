@@ -69,7 +69,7 @@ def show_session(home: Path, session_id: str, verbose: bool = False,
     from .console import TextRenderer
 
     path = session_path(home, session_id, "id")
-    render = TextRenderer(out=sys.stdout, verbose=verbose)
+    render = TextRenderer(out=sys.stdout, err=sys.stdout, verbose=verbose)
     for record in read_events(path):
         record = redact.data(record) if redact else record
         kind = record.get("type")

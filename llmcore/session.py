@@ -44,6 +44,15 @@ log = logging.getLogger("ga.llm")
 FORCED_TRIM_FACTOR = 0.5  # after a context-length error, trim to this share of the budget
 
 
+def event_text(event: dict) -> str:
+    """The one-line diagnostic of a provider event: a ``retry`` (the reply starts over) or a
+    ``model_switch``."""
+    if event.get("type") == "retry":
+        return (f"{event.get('model')}: {event.get('status')}: {event.get('message')}; "
+                f"retry {event.get('attempt')} in {float(event.get('wait') or 0):.1f}s")
+    return f"switching model {event.get('from')} -> {event.get('to')} ({event.get('reason')})"
+
+
 class LLMSession:
     """A chat client for one profile (or a ``mixin`` list of profiles, with failover)."""
 
@@ -55,6 +64,7 @@ class LLMSession:
         self.history: list[dict] = []
         self.system: str | None = None
         self.total_usage = Usage()
+        # retries and failover switches; a listener shows them, else they are logged here
         self.on_event: Callable[[dict], Any] | None = None
         self._abort = threading.Event()
         self._providers: dict[str, Any] = {}
@@ -122,13 +132,16 @@ class LLMSession:
     def _move_to(self, index: int, reason: str) -> None:
         old = self.name
         self.active = index
-        log.warning("switching model %s -> %s (%s)", old, self.name, self.redact(reason))
         self.log.note(f"model switch {old} -> {self.name}: {reason}")
-        self._event({"type": "model_switch", "from": old, "to": self.name, "reason": reason})
+        self._event({"type": "model_switch", "from": old, "to": self.name,
+                     "reason": self.redact(reason)}, report=True)
 
-    def _event(self, event: dict) -> None:
+    def _event(self, event: dict, report: bool = False) -> None:
+        """Pass a provider event on; one to ``report`` is logged when nobody listens."""
         if self.on_event is not None:
             self.on_event(event)
+        elif report:
+            log.warning("%s", event_text(event))
 
     def abort(self) -> None:
         """Stop the current stream and any retry wait now (thread-safe)."""
@@ -252,11 +265,10 @@ class LLMSession:
         wait = state.next_action.sleep if state.next_action else 0
         status = fail.status if fail else "error"
         message = self.redact(fail.describe(hint=False) if fail else str(exc))
-        log.warning("%s: %s: %s; retry %d in %.1fs", self.name, status, message,
-                    state.attempt_number, wait)
         self.log.note(f"error: {self.name}: {status}: {message}; retry {state.attempt_number}")
         self._event({"type": "retry", "model": self.name, "status": status,
-                     "message": message, "attempt": state.attempt_number, "wait": wait})
+                     "message": message, "attempt": state.attempt_number, "wait": wait},
+                    report=True)
 
     def _request(self, tools: list[dict] | None, forced: bool) -> Request:
         prof = self.profile

@@ -188,6 +188,8 @@ class Transcript:
         kind = event.get("type")
         if kind == "text":
             self._reply.append(event.get("delta", ""))
+        elif kind in ("retry", "model_switch"):  # the reply starts over
+            self._reply = []
         elif kind == "task_start":
             self.events.append({"type": "user", "text": event.get("prompt", "")})
         elif kind == "tool_call":

@@ -25,7 +25,8 @@ def test_put_task_returns_a_queue_of_events_from_the_worker(home):
     agent.start()
     first, second = agent.put_task("a"), agent.put_task("b", source="schedule")
     e1, e2 = drain(first), drain(second)
-    assert e1[0] == {"type": "task_start", "prompt": "a", "source": "user"}
+    assert e1[0] == {"type": "task_start", "prompt": "a", "source": "user",
+                     "session_id": agent.session_id}
     assert e1[-1]["text"] == "one" and e2[-1]["text"] == "two"
     assert e2[0]["source"] == "schedule"
     agent.tasks.put(None)

@@ -168,3 +168,75 @@ def test_a_resumed_answer_by_number_is_the_ask_user_calls_result(home, llm_serve
         assert tool_results_sent(kind, body) == ["blue"]
     else:  # text mode: the result goes back as a <tool_result> text block
         assert '">\\nblue\\n</tool_result>' in sent
+
+
+REPLY = "hello there, this is the whole reply."
+BROKEN_TWICE = [Reply(text=REPLY, bad_event_after=5), Reply(text=REPLY, drop_after=6),
+                Reply(text=REPLY)]
+
+
+def test_a_retried_reply_starts_over_in_json_the_journal_and_the_archive(home, llm_server,
+                                                                         capsys):
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m", "api_key": KEY})
+    llm_server.queue(*BROKEN_TWICE)
+    assert main(["-m", "p", "--config", cfg, "--json", "go"]) == 0
+    out, err = capsys.readouterr()
+    events = [json.loads(line) for line in out.splitlines()]
+    retries = [e for e in events if e["type"] == "retry"]
+    assert [(r["model"], r["status"], r["attempt"]) for r in retries] == [
+        ("p", "bad response", 1), ("p", "connection", 2)]
+    shown = ""
+    for e in events:  # what a consumer keeps: a retry drops the turn's streamed text
+        shown = "" if e["type"] == "retry" else shown + e.get("delta", "")
+    assert shown == REPLY and events[-1]["text"] == REPLY
+    assert err.count("; retry ") == 2  # the diagnostics still go to stderr
+    journal = next((home / "sessions").glob("*.jsonl")).read_text()
+    texts = [json.loads(line)["text"] for line in journal.splitlines()
+             if json.loads(line)["type"] == "text"]
+    assert texts == [REPLY]
+    archived = "".join(p.read_text() for p in (home / "memory").rglob("*") if p.is_file())
+    assert REPLY in archived and "hello there, thihello" not in archived
+
+
+def test_a_retried_reply_ends_its_partial_line_and_says_it_starts_over(home, llm_server,
+                                                                       capsys):
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m", "api_key": KEY})
+    llm_server.queue(*BROKEN_TWICE)
+    assert main(["-m", "p", "--config", cfg, "go"]) == 0
+    out, err = capsys.readouterr()
+    assert out == REPLY + "\n"
+    assert re.search(r"^hello there, thi\nga: p: bad response: .*; retry 1 in \d\.\ds — the "
+                     r"reply starts over\nhello there, this is\nga: p: connection: .*; retry 2 "
+                     r"in \d\.\ds — the reply starts over\n" + re.escape(REPLY) + "\n", err, re.M)
+
+
+def test_the_repl_drops_a_restarted_reply_instead_of_rendering_it():
+    out = io.StringIO()
+    render = LiveRenderer(out=out)
+    for event in ({"type": "turn", "turn": 1}, {"type": "text", "delta": "hello there, thi"},
+                  {"type": "retry", "model": "p", "status": "connection", "message": "reset",
+                   "attempt": 1, "wait": 0.5}, {"type": "text", "delta": REPLY},
+                  {"type": "task_end", "result": "CURRENT_TASK_DONE"}):
+        render(event)
+    shown = out.getvalue()
+    assert "ga: p: connection: reset; retry 1 in 0.5s — the reply starts over\n" in shown
+    assert "hello there, thi\n" not in shown and REPLY in shown
+
+
+def test_a_failover_after_partial_text_starts_the_reply_over_too(home, llm_server, capsys):
+    cfg = write_config(home, llm_server, a={"provider": "openai", "model": "m", "api_key": KEY,
+                                            "max_retries": 0},
+                       b={"provider": "openai", "model": "m2", "api_key": KEY},
+                       both={"mixin": ["a", "b"]})
+    llm_server.queue(Reply(text=REPLY, drop_after=6), Reply(text=REPLY))
+    assert main(["-m", "both", "--config", cfg, "--json", "go"]) == 0
+    out, err = capsys.readouterr()
+    events = [json.loads(line) for line in out.splitlines()]
+    at = next(i for i, e in enumerate(events) if e["type"] == "model_switch")
+    assert events[at]["from"] == "a" and events[at]["to"] == "b"
+    assert "".join(e.get("delta", "") for e in events[at:]) == REPLY
+    assert "".join(e.get("delta", "") for e in events[:at]) != ""  # a partial reply came first
+    assert "ga: switching model a -> b (" in err
+    journal = [json.loads(line) for line in
+               next((home / "sessions").glob("*.jsonl")).read_text().splitlines()]
+    assert [r["text"] for r in journal if r["type"] == "text"] == [REPLY]

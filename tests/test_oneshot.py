@@ -110,8 +110,10 @@ def test_json_mode_prints_only_json_events(capsys, tmp_path):
     assert {"tool_call", "tool_result", "usage", "thinking"} <= types
     call = next(e for e in events if e["type"] == "tool_call")
     assert call["name"] == "file_write" and call["args"]["path"] == "a.txt" and call["id"]
+    sid = next((tmp_path / "home" / "sessions").glob("*.jsonl")).stem
+    assert events[0]["session_id"] == sid  # what --resume needs, from the first line on
     assert events[-1] == {"type": "task_end", "result": "CURRENT_TASK_DONE", "turns": 2,
-                          "text": "done"}
+                          "text": "done", "session_id": sid}
 
 
 def test_json_ask_user_carries_question_and_candidates(capsys, tmp_path):

@@ -483,7 +483,7 @@ def test_a_task_after_an_ask_user_stop_answers_the_question(run_agent):
     first = client.calls[-1]["messages"][1]
     assert first == {"role": "user", "content": "",
                      "tool_results": [{"tool_use_id": asked["id"], "content": "red"}]}
-    assert events[0] == {"type": "task_start", "prompt": "red", "source": "user"}
+    assert events[0]["prompt"] == "red"
     assert agent.history_info[-2] == "[USER] red"
     run_agent([{"text": "ok"}], task="2", agent=agent)  # nothing pending now: "2" is a task
     assert client.calls[-1]["messages"][1] == {"role": "user", "content": "2"}
