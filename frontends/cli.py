@@ -13,6 +13,7 @@ import re
 import shlex
 import stat
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 # `ga --help` and usage errors answer fast.
 __all__ = ["main"]
 STDIN_MAX_BYTES = 1_000_000  # piped stdin beyond this is cut, with a note to the model
+STDIN_NOTE_SECONDS = 3.0  # piped stdin still open after this long: say ga is reading it
+STDIN_NOTE = ("ga: waiting for stdin to close (piped input goes with the task); end it with "
+              "Ctrl-D, or run ga with < /dev/null")
 COMMAND_LIKE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 TYPO_CUTOFF = 0.75  # a lone word this close to a command name (difflib ratio) is a typo
 OPTION_WORDS = {"help": "--help", "version": "--version"}  # `ga help` means `ga --help`
@@ -222,7 +226,15 @@ def piped_stdin() -> str | None:
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
         return sys.stdin.read(STDIN_MAX_BYTES)
-    data = stream.read(STDIN_MAX_BYTES + 1)
+    note = threading.Timer(STDIN_NOTE_SECONDS, print, (STDIN_NOTE,),
+                           {"file": sys.stderr, "flush": True})
+    note.daemon = True
+    if not stat.S_ISREG(mode):  # a pipe may stay open: say what ga waits for
+        note.start()
+    try:
+        data = stream.read(STDIN_MAX_BYTES + 1)
+    finally:
+        note.cancel()
     text = data[:STDIN_MAX_BYTES].decode("utf-8", errors="replace")
     if len(data) > STDIN_MAX_BYTES:
         text += f"\n[stdin was cut at {STDIN_MAX_BYTES} bytes; the rest was not read]"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -106,6 +107,10 @@ def run_reflect(session: Session, script_path: Path, extra: dict, render: Callab
     script = ReflectScript(script_path)
     journal = ReflectLog(session.home, script_path)
     script.call("init", extra)
+    print(f"ga: reflect: calling check() of {script_path} every "
+          f"{float(script.get('INTERVAL', DEFAULT_INTERVAL)):g} s and running the task it "
+          f"returns{' (once)' if script.get('ONCE', False) else ''}; Ctrl-C stops",
+          file=sys.stderr, flush=True)
     code = 0
     while True:
         script.reload_if_changed()

@@ -41,6 +41,9 @@ def _sops(store: MemoryStore) -> int:
 
 
 def _lint(store: MemoryStore, fix: bool, config_path: str | None) -> int:
+    if not store.dir.exists():
+        print(f"memory lint: {_missing(store)}")
+        return EXIT_OK
     problems = lint_store(store, fix=fix, redactor=home_redactor(store.home, config_path))
     for p in problems:
         print(str(p))

@@ -122,6 +122,15 @@ def test_memory_show_on_a_new_home_says_it_is_created_by_the_first_task(tmp_path
     assert "created by the first task" in capsys.readouterr().out
 
 
+def test_memory_lint_on_a_new_home_says_there_is_no_memory_yet(tmp_path, capsys):
+    for argv in (["memory", "lint"], ["memory", "lint", "--fix"]):
+        assert main([*argv, "--home", str(tmp_path / "h")]) == 0
+        out = capsys.readouterr().out
+        assert out == (f"memory lint: (no memory yet: {tmp_path / 'h' / 'memory'} is created "
+                       "by the first task)\n")
+    assert not (tmp_path / "h").exists()
+
+
 # ---- ga tools ----------------------------------------------------------------------------
 PLUGIN = '''
 from agent_loop import StepOutcome

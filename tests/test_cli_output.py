@@ -7,6 +7,7 @@ import io
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pexpect
@@ -95,6 +96,35 @@ def test_piped_stdin_is_capped_with_a_note(tmp_path, home, monkeypatch, capsys):
         assert main(["-m", script(tmp_path, [{"text": "ok"}]), "summarize"]) == 0
     sent = first_message(home)
     assert "<stdin>\n012345678901\n[stdin was cut at 12 bytes; the rest was not read]" in sent
+
+
+def test_a_pipe_that_stays_open_gets_a_note_on_stderr_then_is_read(tmp_path, home,
+                                                                     monkeypatch):
+    stdin_r, stdin_w = os.pipe()
+    err_r, err_w = os.pipe()
+    monkeypatch.setattr(cli, "STDIN_NOTE_SECONDS", 0.05)
+    monkeypatch.setattr(sys, "stdin", os.fdopen(stdin_r))
+    monkeypatch.setattr(sys, "stderr", os.fdopen(err_w, "w"))
+    lines: list[str] = []
+
+    def writer() -> None:  # the pipe's writer answers only once ga has said it is waiting
+        with os.fdopen(err_r) as err:
+            lines.append(err.readline())
+            os.write(stdin_w, b"late context\n")
+            os.close(stdin_w)
+            lines.extend(err)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        code = main(["-m", script(tmp_path, [{"text": "ok"}]), "use it"])
+    finally:
+        sys.stderr.close()
+        thread.join()
+    assert code == 0
+    assert lines[0] == cli.STDIN_NOTE + "\n" and "< /dev/null" in lines[0]
+    assert sum(cli.STDIN_NOTE in line for line in lines) == 1
+    assert first_message(home) == "use it\n\n<stdin>\nlate context\n</stdin>"
 
 
 def test_echo_into_the_real_ga_gives_the_task_context(tmp_path, home):

@@ -110,7 +110,11 @@ def test_exit_from_check_stops_without_a_task(tmp_path, capsys):
     script = tmp_path / "stop.py"
     script.write_text("def check():\n    return '/exit'\n")
     assert main(["-m", model(tmp_path, [{"text": "never"}]), "--reflect", str(script)]) == 0
-    assert "never" not in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "never" not in out
+    assert err.count("ga: reflect:") == 1  # says once what it waits for
+    assert f"ga: reflect: calling check() of {script} every 5 s and running the task it " \
+           "returns; Ctrl-C stops\n" in err
 
 
 def test_broken_script_is_a_usage_error(tmp_path, capsys):
