@@ -336,8 +336,9 @@ def write_export(path: str | Path, text: str) -> Path:
         if p.exists() and not stat.S_ISREG(p.stat().st_mode):
             raise ConfigError(str(p), None, "is not a regular file; name a file to write")
         atomic_write(p, text)
-    except OSError as e:
-        raise ConfigError(str(p), None, f"cannot write it: {e.strerror or e}") from None
+    except OSError as e:  # no strerror: a file tool's refusal, e.g. a FIFO swapped in
+        raise ConfigError(str(p), None, f"cannot write it ({e.strerror or 'not a regular file'})"
+                          "; name a file in a folder you can write to") from None
     return p
 
 

@@ -328,4 +328,5 @@ def test_sessions_export_to_a_folder_or_an_unwritable_path_is_a_usage_error(home
     missing.parent.write_text("a file where a folder should be")
     assert main(["sessions", "export", sid, str(missing)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"ga: {missing}: cannot write it: ") and err.count("\n") == 1
+    assert err.startswith(f"ga: {missing}: cannot write it (") and err.count("\n") == 1
+    assert err.endswith("); name a file in a folder you can write to\n")
