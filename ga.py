@@ -31,6 +31,7 @@ from agent_loop import (
 )
 from llmcore import images as pictures
 from llmcore.base import ConfigError, LLMError
+from llmcore.history import unanswered_call
 from llmcore.logs import Failures
 from llmcore.secrets import EnvPolicy, EventRedactor, Redactor
 from memory.archive import Transcript, archive_to_l4, new_session_id
@@ -741,6 +742,24 @@ class GenericAgent:
                                    path=path)
         return query
 
+    def _opening(self, query: str, handler: GenericAgentHandler
+                 ) -> tuple[str, str, list[dict]]:
+        """The task's text, first message and the tool results sent with it: a task that
+        starts on an open ``ask_user`` question answers it, as that call's result ("2"
+        picks the second candidate)."""
+        asked = unanswered_call(getattr(self.llmclient, "history", None) or [], "ask_user")
+        if asked is not None:
+            query = pick_answer(query, (asked.get("input") or {}).get("candidates"))
+        self.history_info.append(self.texts("user_line", text=squeeze(query, 200)))
+        message = self._first_message(query)
+        answers = []
+        if asked is not None:
+            answers, message = [{"tool_use_id": asked["id"], "content": message}], ""
+        if handler.working.get("key_info"):
+            anchor = handler._get_anchor_prompt()
+            message = f"{message}\n{anchor}" if message else anchor.lstrip("\n")
+        return query, message, answers
+
     def run_task(self, query: str, source: str = "user", images: list | None = None
                  ) -> Generator[dict, None, dict]:
         """Run one task to its end, yielding events; returns the ``task_end`` event.
@@ -751,18 +770,7 @@ class GenericAgent:
             handler.inherit(self.handler)
         self.handler = handler
         handler.disabled_tools = self.disabled_tools
-        question = pending_question(getattr(self.llmclient, "history", None) or [])
-        if question is not None:  # this task answers it: "2" picks the second candidate
-            query = pick_answer(query, (question.get("input") or {}).get("candidates"))
-        self.history_info.append(self.texts("user_line", text=squeeze(query, 200)))
-        message = self._first_message(query)
-        answers = []
-        if question is not None:  # the answer is the ask_user call's result
-            answers, message = [{"tool_use_id": question["id"], "content": message}], ""
-        if handler.working.get("key_info"):
-            anchor = handler._get_anchor_prompt()
-            message = f"{message}\n{anchor}" if message else anchor.lstrip("\n")
-            message = f"{message}\n{anchor}" if message else anchor.lstrip("\n")
+        query, message, answers = self._opening(query, handler)
         self._provider_events.clear()  # a /model switch between tasks is no restart
         shown = {"images": [pictures.meta(b) for b in blocks]} if blocks else {}
         yield from self._emit({"type": "task_start", "prompt": query, "source": source,
@@ -785,9 +793,8 @@ class GenericAgent:
         return events[-1]
 
     def provider_event(self, event: dict) -> None:
-        """The client's ``on_event``: a ``retry`` or ``model_switch`` while it answers. It is
-        relayed among the task's events where it happened: after the text of the attempt
-        it ends, which the reply then restarts from scratch."""
+        """The client's ``on_event`` (a ``retry``, a ``model_switch``): relayed in order
+        among the task's events, after the text of the attempt that the reply restarts."""
         self._provider_events.append(event)
 
     def _relay(self, loop: Generator) -> Generator[dict, None, dict]:
@@ -803,16 +810,6 @@ class GenericAgent:
     def _relay_provider_events(self) -> Generator[dict, None, None]:
         while self._provider_events:
             yield from self._emit(self._provider_events.pop(0))
-
-
-def pending_question(history: list[dict]) -> dict | None:
-    """The ``ask_user`` call (a ``tool_use`` block) the conversation stopped on: the last
-    message is the reply that asked it, so nothing has answered it yet."""
-    last = history[-1] if history else None
-    if not isinstance(last, dict) or last.get("role") != "assistant":
-        return None
-    return next((b for b in last.get("content") or [] if isinstance(b, dict)
-                 and b.get("type") == "tool_use" and b.get("name") == "ask_user"), None)
 
 
 def pick_answer(text: str, candidates: Any) -> str:

@@ -194,6 +194,16 @@ def _answer(asked: list[str], blocks: list[dict]) -> list[dict]:
 
 
 # ---- squeezing -------------------------------------------------------------------------
+def unanswered_call(messages: list[dict], name: str) -> dict | None:
+    """The ``tool_use`` block calling ``name`` in the last message, when that message is the
+    assistant's (so no result has answered it yet); else None."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, dict) or last.get("role") != "assistant":
+        return None
+    return next((b for b in last.get("content") or [] if isinstance(b, dict)
+                 and b.get("type") == "tool_use" and b.get("name") == name), None)
+
+
 def squeeze_text(text: str) -> str:
     if len(text) <= SQUEEZE_TOOL_OUTPUT:
         return text

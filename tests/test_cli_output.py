@@ -13,7 +13,7 @@ from pathlib import Path
 import pexpect
 import yaml
 
-from frontends import cli
+from frontends import task_input
 from frontends.cli import main
 from frontends.journal import load_session
 
@@ -90,7 +90,7 @@ def test_piped_stdin_with_a_task_is_context(tmp_path, home, monkeypatch, capsys)
 def test_piped_stdin_is_capped_with_a_note(tmp_path, home, monkeypatch, capsys):
     data = tmp_path / "big.txt"
     data.write_text("0123456789" * 3)
-    monkeypatch.setattr(cli, "STDIN_MAX_BYTES", 12)
+    monkeypatch.setattr(task_input, "STDIN_MAX_BYTES", 12)
     with open(data) as stdin:
         monkeypatch.setattr(sys, "stdin", stdin)
         assert main(["-m", script(tmp_path, [{"text": "ok"}]), "summarize"]) == 0
@@ -102,7 +102,7 @@ def test_a_pipe_that_stays_open_gets_a_note_on_stderr_then_is_read(tmp_path, hom
                                                                      monkeypatch):
     stdin_r, stdin_w = os.pipe()
     err_r, err_w = os.pipe()
-    monkeypatch.setattr(cli, "STDIN_NOTE_SECONDS", 0.05)
+    monkeypatch.setattr(task_input, "STDIN_NOTE_SECONDS", 0.05)
     monkeypatch.setattr(sys, "stdin", os.fdopen(stdin_r))
     monkeypatch.setattr(sys, "stderr", os.fdopen(err_w, "w"))
     lines: list[str] = []
@@ -122,8 +122,8 @@ def test_a_pipe_that_stays_open_gets_a_note_on_stderr_then_is_read(tmp_path, hom
         sys.stderr.close()
         thread.join()
     assert code == 0
-    assert lines[0] == cli.STDIN_NOTE + "\n" and "< /dev/null" in lines[0]
-    assert sum(cli.STDIN_NOTE in line for line in lines) == 1
+    assert lines[0] == task_input.STDIN_NOTE + "\n" and "< /dev/null" in lines[0]
+    assert sum(task_input.STDIN_NOTE in line for line in lines) == 1
     assert first_message(home) == "use it\n\n<stdin>\nlate context\n</stdin>"
 
 

@@ -1,0 +1,63 @@
+"""The text of a one-shot task: the command-line words, and piped stdin as its context (or
+as the task itself when no words are given)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import threading
+
+from llmcore.base import ConfigError
+
+STDIN_MAX_BYTES = 1_000_000  # piped stdin beyond this is cut, with a note to the model
+STDIN_NOTE_SECONDS = 3.0  # piped stdin still open after this long: say ga is reading it
+STDIN_NOTE = ("ga: waiting for stdin to close (piped input goes with the task); end it with "
+              "Ctrl-D, or run ga with < /dev/null")
+
+
+def piped_stdin() -> str | None:
+    """What a pipe or a redirected file holds on stdin (None for a terminal, /dev/null or
+    no stdin at all), at most ``STDIN_MAX_BYTES`` with a note when cut."""
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            return None
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):  # a replaced stdin without a file descriptor
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)):
+        return None
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        return sys.stdin.read(STDIN_MAX_BYTES)
+    note = threading.Timer(STDIN_NOTE_SECONDS, print, (STDIN_NOTE,),
+                           {"file": sys.stderr, "flush": True})
+    note.daemon = True
+    if not stat.S_ISREG(mode):  # a pipe may stay open: say what ga waits for
+        note.start()
+    try:
+        data = stream.read(STDIN_MAX_BYTES + 1)
+    finally:
+        note.cancel()
+    text = data[:STDIN_MAX_BYTES].decode("utf-8", errors="replace")
+    if len(data) > STDIN_MAX_BYTES:
+        text += f"\n[stdin was cut at {STDIN_MAX_BYTES} bytes; the rest was not read]"
+    return text
+
+
+def argv_text(text: str) -> str:
+    """Command-line text as valid Unicode: bytes that were not UTF-8 (which Python keeps as
+    surrogate escapes) become U+FFFD, so the journal, logs and archive can store it."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def task_text(args) -> str:
+    """The task of a one-shot run: the arguments, with piped stdin as context (or as the
+    task when no arguments are given)."""
+    task = argv_text(" ".join(args.task).strip())
+    piped = (piped_stdin() or "").strip()
+    if task and piped:
+        return f"{task}\n\n<stdin>\n{piped}\n</stdin>"
+    if not (task or piped):
+        raise ConfigError(None, "task", "no task given (ga --help)")
+    return task or piped
