@@ -237,6 +237,7 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
     from .journal import Journal
     from .runner import Session, TokenBudget, load_tools, make_agent, read_history_file
 
+    keep_cwd = bool(args.cwd)
     if state is not None:
         session_folder(args, state)
     api = load_tools(args, home)
@@ -252,7 +253,7 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
     session = Session(agent, home, journal,
                       lambda name: make_client(name, config_path=args.config, home=home,
                                                redactor=agent.redactor),
-                      command=resume_command(args))
+                      command=resume_command(args), keep_cwd=keep_cwd)
     if args.history:
         session.seed(read_history_file(args.history))
     agent.listeners.append(TokenBudget(agent, args.max_tokens))

@@ -88,9 +88,8 @@ class JsonRenderer:
     """One JSON object per line on stdout, only the documented event types; retries and
     switches are diagnostics on stderr too."""
 
-    def __init__(self, out: IO[str] | None = None, err: IO[str] | None = None) -> None:
+    def __init__(self, out: IO[str] | None = None) -> None:
         self.out = out or sys.stdout
-        self.err = err
 
     def __call__(self, event: dict) -> None:
         if event.get("type") not in JSON_EVENTS:
@@ -98,7 +97,7 @@ class JsonRenderer:
         self.out.write(json.dumps(event, ensure_ascii=False, default=json_default) + "\n")
         self.out.flush()
         if event.get("type") in RESTARTS:
-            print(restart_line(event, False), file=self.err or sys.stderr, flush=True)
+            print(restart_line(event, False), file=sys.stderr, flush=True)
 
 
 class TextRenderer:
@@ -215,7 +214,6 @@ class TextRenderer:
             held, self._held_call = self._held_call, None
             if isinstance(data, dict) and data.get("status") == "INTERRUPT":
                 return  # the question is shown once, at the end of the task
-            self.newline()
             if held is not None:
                 self._show_call(held)
         self.newline()

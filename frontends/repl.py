@@ -252,7 +252,8 @@ class Repl:
         state = claim_session(chosen.path)
         self.session.resume(state)
         self.say(f"resumed session {state.id}: {len(state.history)} messages, "
-                 f"key_info: {(state.working.get('key_info') or '-')[:60]}")
+                 f"key_info: {(state.working.get('key_info') or '-')[:60]}, "
+                 f"in {self.session.agent.cwd}")
 
     def _input(self, prompt: str) -> str:
         try:

@@ -139,12 +139,13 @@ class Session:
 
     def __init__(self, agent: Any, home: Path, journal: Journal,
                  client_factory: Callable[[str], Any] | None = None,
-                 command: str = "ga") -> None:
+                 command: str = "ga", keep_cwd: bool = False) -> None:
         self.agent = agent
         self.home = home
         self.journal = journal
         self.client_factory = client_factory
         self.command = command  # how the user runs ga here (with --home …), for hints
+        self.keep_cwd = keep_cwd  # -C was given: a resumed session works there too
         agent.listeners.append(self._journal_event)
         self._watch_client(agent.llmclient)
         self.aborted = False
@@ -242,7 +243,10 @@ class Session:
         self._watch_client(self.agent.llmclient)
 
     def resume(self, state: SessionState) -> None:
+        """Continue a saved session: its conversation, in its folder (unless ``-C``)."""
         self.journal.close()
+        if not self.keep_cwd and state.cwd and Path(state.cwd).is_dir():
+            self.agent.cwd = Path(state.cwd)
         self.agent.restore(state.history, state.history_info, state.working)
         self.journal = Journal(self.home, self.agent, state.id, state)
         self._watch_client(self.agent.llmclient)

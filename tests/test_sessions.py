@@ -278,3 +278,21 @@ def test_journal_redacts_the_clients_config_keys(home, tmp_path):
     journal.close()
     text = journal.path.read_text()
     assert "cfg-key-abcdef-987654" not in text and "***" in text
+
+
+def test_the_repl_resume_picker_moves_to_the_sessions_folder_unless_c_was_given(home,
+                                                                                tmp_path):
+    from frontends.runner import Session
+    from ga import GenericAgent
+    from llmcore.scripted import ScriptedClient
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    assert main(["-m", script(tmp_path, [{"text": "ok"}]), "-C", str(proj), "start"]) == 0
+    path = only_session(home)
+    for keep_cwd, expected in ((False, proj), (True, Path.cwd())):
+        agent = GenericAgent(ScriptedClient([]), home=home, cwd=Path.cwd())
+        session = Session(agent, home, Journal(home, agent), keep_cwd=keep_cwd)
+        session.resume(claim_session(path))
+        assert agent.cwd == expected
+        session.close()
