@@ -187,7 +187,8 @@ def test_every_call_gets_its_line_over_the_cap_hidden_or_with_bad_json(tmp_path,
         '🛠️ file_read({"path": "b.txt"})',
         "↳ error: not run: a reply may make at most 1 tool calls and yours made 2. Send the "
         "remaining calls in your next reply.",
-        "🛠️ ask_user(Which port?)", "↳ error: unknown tool ask_user"]
+        "🛠️ ask_user(Which port?)",
+        "↳ error: unknown tool ask_user (not available: --no-user-tools)"]
     assert lines[7] == '🛠️ file_write({"raw": "{\\"path\\": \\"x"})'
     assert lines[8].startswith("↳ error: the arguments of your file_write tool call were not")
     assert "bad_json" not in err and len(lines) == 9
