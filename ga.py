@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Generator, Literal
+from typing import Any, Callable, Generator, Literal
 
 from agent_loop import (
     MAX_CALLS_PER_TURN,
@@ -103,9 +103,10 @@ class Settings:
         return settings
 
 
-def squeeze(text: str, limit: int) -> str:
-    """One short line: newlines folded, head and tail kept."""
-    line = " ".join(text.split())
+def squeeze(text: str, limit: int, redact: Callable[[str], str] | None = None) -> str:
+    """One short line: newlines folded, head and tail kept; ``redact`` masks secrets first
+    (a key cut in two is no longer recognised)."""
+    line = " ".join((redact(text) if redact else text).split())
     return line if len(line) <= limit else line[: limit // 2] + " ... " + line[-limit // 2:]
 
 
@@ -179,7 +180,8 @@ class GenericAgentHandler(BaseHandler):
         if inline_eval and type == "python":
             result = self._inline_eval(code, run_dir)
         else:
-            yield f"[Action] Running {type} in {run_dir.name or run_dir}: {squeeze(code, 60)}\n"
+            shown = squeeze(code, 60, self.parent.redactor)
+            yield f"[Action] Running {type} in {run_dir.name or run_dir}: {shown}\n"
             result = yield from code_run(code, type, timeout, cwd=run_dir, abort=self.abort_event,
                                          max_output=CODE_OUTPUT_CHARS // max(_tool_num, 1),
                                          env=self.parent.env_policy.child_env())
@@ -316,7 +318,8 @@ class GenericAgentHandler(BaseHandler):
         code = execute.resolve_script(script, getattr(response, "content", "") or "", self.cwd)
         if not code.strip():
             return StepOutcome({"status": "error", "msg": self.t("js_missing")}, next_prompt="\n")
-        yield f"[Action] Running JavaScript in the browser: {squeeze(code, 60)}\n"
+        shown = squeeze(code, 60, self.parent.redactor)
+        yield f"[Action] Running JavaScript in the browser: {shown}\n"
         result = execute.web_execute_js(
             self.parent.browser, code, switch_tab_id, no_monitor, timeout, self.abort_event,
             budget=web.reply_budget(web.EXEC_CHARS, self.parent.llmclient, response),
@@ -452,7 +455,7 @@ class GenericAgentHandler(BaseHandler):
         clean = re.sub(r"```.*?```|<thinking>.*?</thinking>", "", content, flags=re.DOTALL)
         m = re.search(r"<summary>(.*?)</summary>", clean, re.DOTALL)
         if m:
-            return squeeze(m.group(1), self.s.summary_chars), True
+            return squeeze(m.group(1), self.s.summary_chars, self.parent.redactor), True
         first = tool_calls[0]
         if clean.strip():
             text = clean
@@ -461,7 +464,7 @@ class GenericAgentHandler(BaseHandler):
         else:
             args = {k: v for k, v in first["args"].items() if not k.startswith("_")}
             text = f"{first['tool_name']}, args: {json.dumps(args, ensure_ascii=False)}"
-        return squeeze(text, self.s.summary_chars), False
+        return squeeze(text, self.s.summary_chars, self.parent.redactor), False
 
     def turn_end_callback(self, response, tool_calls, tool_results, turn, next_prompt,
                           exit_reason) -> str:
@@ -750,7 +753,7 @@ class GenericAgent:
         asked = unanswered_call(getattr(self.llmclient, "history", None) or [], "ask_user")
         if asked is not None:
             query = pick_answer(query, (asked.get("input") or {}).get("candidates"))
-        self.history_info.append(self.texts("user_line", text=squeeze(query, 200)))
+        self.history_info.append(self.texts("user_line", text=squeeze(query, 200, self.redactor)))
         message = self._first_message(query)
         answers = []
         if asked is not None:

@@ -6,7 +6,9 @@ For each size (MB) it times, against the 1 MB run as the baseline of the same ru
 1. the whole provider path: an OpenAI Chat stream from the local test server through the
    official SDK and the session (``LLMResponse.content`` / ``thinking``);
 2. the session journal's stream buffer (``frontends/journal.py``), 16-character deltas;
-3. the L4 transcript (``memory/archive.py``), 16-character deltas.
+3. the L4 transcript (``memory/archive.py``), 16-character deltas;
+4. the stream redactor (``llmcore/secrets.py``), 16-character deltas of text holding a
+   configured key, key shapes and long key-shaped runs.
 Target: the 20 MB ratio stays near 20 (quadratic gathering gave 66 s at 10 MB, 227 s at 20 MB).
 """
 
@@ -26,9 +28,13 @@ from llm_server import LLMServer, Reply, run_chat, write_config  # noqa: E402
 
 import llmcore  # noqa: E402
 from frontends.journal import Journal  # noqa: E402
+from llmcore.secrets import Redactor  # noqa: E402
 from memory.archive import Transcript  # noqa: E402
 
 MB = 1_000_000
+KEY = "sk-ant-api03-" + "k" * 90
+REDACTED_TEXT = (f"The key is {KEY}, keep it safe. A stray sk-proj-{'x' * 60} and sk- s sk "
+                 f"then a run sk-{'r' * 2000} and a task list:\n- one\n- two\n")
 DELTA_CHARS = 16  # journal / transcript delta size (a few tokens, as streamed)
 
 
@@ -66,6 +72,16 @@ def transcript(size: int) -> float:
     return time.perf_counter() - start
 
 
+def stream_redactor(size: int) -> float:
+    stream = Redactor([KEY, "hunter2-secret-pw"]).stream()
+    text = (REDACTED_TEXT * (size // len(REDACTED_TEXT) + 1))[:size]
+    start = time.perf_counter()
+    for i in range(0, size, DELTA_CHARS):
+        stream.feed(text[i:i + DELTA_CHARS])
+    stream.flush()
+    return time.perf_counter() - start
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1,10,20", help="reply sizes in MB; the first is the base")
@@ -77,14 +93,15 @@ def main() -> None:
     rows = []
     for size in sizes:
         rows.append((size, provider_path(server, home, size, args.chunk),
-                     journal_buffer(home, size), transcript(size)))
+                     journal_buffer(home, size), transcript(size), stream_redactor(size)))
     server.stop()
     base = rows[0]
     print(f"{'reply':>7}{'provider s':>12}{'ratio':>7}{'journal s':>11}{'ratio':>7}"
-          f"{'transcript s':>14}{'ratio':>7}{'ideal':>7}")
-    for size, prov, jour, tran in rows:
+          f"{'transcript s':>14}{'ratio':>7}{'redactor s':>12}{'ratio':>7}{'ideal':>7}")
+    for size, prov, jour, tran, red in rows:
         print(f"{size / MB:>5g}MB{prov:>12.2f}{prov / base[1]:>7.1f}{jour:>11.3f}"
-              f"{jour / base[2]:>7.1f}{tran:>14.3f}{tran / base[3]:>7.1f}{size / base[0]:>7.1f}")
+              f"{jour / base[2]:>7.1f}{tran:>14.3f}{tran / base[3]:>7.1f}"
+              f"{red:>12.3f}{red / base[4]:>7.1f}{size / base[0]:>7.1f}")
 
 
 if __name__ == "__main__":

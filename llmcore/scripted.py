@@ -2,7 +2,8 @@
 
 Each entry is one model turn: ``text``, optional ``thinking``, optional ``tool_calls``
 (``{name, args}`` or ``{name, raw_args}`` for raw, possibly invalid, JSON), optional
-``stop_reason`` and ``usage`` ({input, cached, output}). An entry ``{raise: MESSAGE}``
+``stop_reason``, ``usage`` ({input, cached, output}) and ``chunk`` (characters per streamed
+piece, default 8). An entry ``{raise: MESSAGE}``
 (optionally with ``status``) makes that call fail with ``LLMError``. When the script runs
 out the model answers ``(script exhausted)`` with no tool call.
 """
@@ -60,6 +61,11 @@ class ScriptedClient:
                  vision: bool = True):
         self.vision = vision  # whether the scripted "model" takes images (profile ``vision:``)
         self.steps = list(script) if isinstance(script, list) else load_script(script)
+        for i, step in enumerate(self.steps):
+            size = step.get("chunk", CHUNK_CHARS)
+            if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+                where = None if isinstance(script, list) else str(script)
+                raise ConfigError(where, f"[{i}].chunk", "must be a whole number of at least 1")
         self.name = name
         self.model = name
         self.pos = 0
@@ -103,10 +109,11 @@ class ScriptedClient:
         self.history.extend(new)
         resp = LLMResponse(stop_reason=step.get("stop_reason", "end_turn"))
         resp.thinking = step.get("thinking") or ""
-        for piece in _chunks(resp.thinking):
+        size = step.get("chunk") or CHUNK_CHARS
+        for piece in _chunks(resp.thinking, size):
             yield ThinkingChunk(piece)
         text: list[str] = []
-        for piece in _chunks(step.get("text") or ""):
+        for piece in _chunks(step.get("text") or "", size):
             if self._abort.is_set():
                 resp.stop_reason = "aborted"
                 break

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -23,9 +24,14 @@ MIN_SECRET_LEN = 6  # a configured key shorter than this is not a secret worth m
 SECRET_MIN_CHARS = 8  # an environment value shorter than this is not treated as a secret
 SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
 SDK_KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-# key shapes redacted even when we do not know the key (e.g. echoed by a server)
-_KEY_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{12,}|sk-ant-[A-Za-z0-9_\-]{8,})")
+# key shapes redacted even when we do not know the key (e.g. echoed by a server);
+# "sk-ant-" + 8 characters is "sk-" + 12, so one shape covers both vendors' keys
+_KEY_RE = re.compile(r"\bsk-[A-Za-z0-9_\-]{12,}")
 KEY_SHAPE_START = "sk-"  # every shape _KEY_RE masks starts so
+KEY_SHAPE_MIN = 15  # the shortest string _KEY_RE masks
+# a tail that is not yet a key shape but may grow into one
+_SHAPE_BEGUN = re.compile(r"\bs(?:k(?:-[A-Za-z0-9_\-]{0,11})?)?\Z")
+KEY_RUN_CHARS = string.ascii_letters + string.digits + "_-"  # the characters of a key shape
 
 
 class EnvPolicy:
@@ -66,8 +72,8 @@ class Redactor:
     def __init__(self, secrets: Iterable[str | None] = ()) -> None:
         known = {s for s in secrets if s and len(s) >= MIN_SECRET_LEN}
         self.secrets = sorted(known, key=len, reverse=True)
-        alternatives = [re.escape(s) for s in self.secrets] + [_KEY_RE.pattern]
-        self._re = re.compile("|".join(alternatives))
+        known = "|".join(re.escape(s) for s in self.secrets) or "(?!)"
+        self._re = re.compile(f"(?P<known>{known})|(?P<shape>{_KEY_RE.pattern})")
         self._by_first: dict[str, list[str]] = {}
         for secret in self.secrets:
             self._by_first.setdefault(secret[0], []).append(secret)
@@ -114,35 +120,103 @@ class Redactor:
         known = re.compile("|".join(re.escape(s) for s in self.secrets))
         return sorted({text.count("\n", 0, m.start()) + 1 for m in known.finditer(text)})
 
-    def held(self, text: str) -> int:
-        """Length of the longest tail of ``text`` that could be the start of a secret."""
-        for first in self._first.finditer(text, max(0, len(text) - self.longest + 1)):
-            tail = text[first.start():]  # the leftmost candidate is the longest tail
-            if any(s.startswith(tail) for s in self._by_first[first.group()]):
-                return len(tail)
-        return 0
+    def begins_secret(self, tail: str) -> bool:
+        """True when a known secret longer than ``tail`` begins with it."""
+        return any(len(s) > len(tail) and s.startswith(tail)
+                   for s in self._by_first.get(tail[:1], ()))
+
+    def secret_starts(self, text: str, start: int) -> Iterable[int]:
+        """Positions from ``start`` on where a known secret may begin, near enough to the
+        end of ``text`` for the rest to be shorter than the longest secret."""
+        for first in self._first.finditer(text, max(start, len(text) - self.longest + 1)):
+            yield first.start()
 
     def stream(self) -> StreamRedactor:
         return StreamRedactor(self)
 
 
 class StreamRedactor:
-    """Masks a text that arrives in pieces: a tail that may begin a secret is held back
-    until the next piece shows whether it is one."""
+    """Masks a text that arrives in pieces: what is shown is what the redactor shows of the
+    whole text, never a part of a secret. A tail that may still grow into a known secret or
+    a key shape is held back until a later piece (or ``flush``) decides it. A key shape
+    that is no known secret's beginning is masked as soon as it is one, and the rest of its
+    run is dropped as it arrives, so what is held stays short and the work linear."""
 
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
-        self.pending = ""
+        self.pending = ""  # raw text not shown yet
+        self.before = ""  # the raw character just before ``pending`` (for word boundaries)
+        self.masking_run = False  # inside a key shape already shown as MASK
 
     def feed(self, piece: str) -> str:
-        text = self.redactor(self.pending + piece)
-        keep = self.redactor.held(text)
-        self.pending = text[len(text) - keep:] if keep else ""
-        return text[: len(text) - keep]
+        if self.masking_run:
+            rest = piece.lstrip(KEY_RUN_CHARS)
+            if len(rest) < len(piece):
+                self.before = piece[len(piece) - len(rest) - 1]
+            if not rest:
+                return ""
+            self.masking_run, piece = False, rest
+        return self._settle(self.pending + piece, final=False)
 
     def flush(self) -> str:
         text, self.pending = self.pending, ""
-        return self.redactor(text)
+        shown = "" if self.masking_run else self._settle(text, final=True)
+        self.before, self.masking_run = "", False
+        return shown
+
+    def _settle(self, text: str, final: bool) -> str:
+        """Show the part of ``text`` that no later piece can change; hold back the rest."""
+        ctx, base = self.before + text, len(self.before)
+        end = len(ctx)
+        found = (list(self.redactor._re.finditer(ctx, base))
+                 if self.redactor.may_hold_secret(ctx) else [])
+        cut = end if final else self._open_from(ctx, base, found)
+        shown, pos = [], base
+        for m in found:
+            if m.start() >= cut:
+                break
+            shown += [ctx[pos:m.start()], MASK]
+            pos = m.end()
+        shown.append(ctx[pos:cut])
+        last = found[-1] if found else None
+        if last and last.lastgroup == "shape" and last.span() == (cut, end) and \
+                self._known_from(ctx, cut, cut + 1, found) == end:
+            shown.append(MASK)  # no known secret starts here: the whole run is masked
+            self.masking_run, cut = True, end
+        self.pending, self.before = ctx[cut:], ctx[cut - 1:cut] or self.before
+        return "".join(shown)
+
+    def _open_from(self, ctx: str, base: int, found: list[re.Match]) -> int:
+        """The leftmost position a later piece may still change: where a known secret or a
+        key shape may begin or go on, outside the matches already settled before it."""
+        end = len(ctx)
+        cut = self._known_from(ctx, base, end, found)
+        if found and found[-1].lastgroup == "shape" and found[-1].end() == end:
+            return min(cut, found[-1].start())
+        begun = _SHAPE_BEGUN.search(ctx, max(base, end - KEY_SHAPE_MIN))
+        while begun and begun.start() < cut and _inside(begun.start(), found):
+            begun = _SHAPE_BEGUN.search(ctx, begun.start() + 1)
+        return min(cut, begun.start()) if begun else cut
+
+    def _known_from(self, ctx: str, start: int, stop: int, found: list[re.Match]) -> int:
+        """The leftmost position in [start, stop) outside ``found``'s matches from which the
+        rest of ``ctx`` may grow into a known secret; ``len(ctx)`` when there is none."""
+        for pos in self.redactor.secret_starts(ctx, start):
+            if pos >= stop:
+                break
+            if not _inside(pos, found) and self.redactor.begins_secret(ctx[pos:]):
+                return pos
+        return len(ctx)
+
+
+def _inside(pos: int, found: list[re.Match]) -> bool:
+    """True when ``pos`` lies strictly inside one of the matches (never tried by the regex)."""
+    for m in reversed(found):  # sorted and apart: only the last few can reach ``pos``
+        if m.end() <= pos:
+            return False
+        if m.start() < pos:
+            return True
+    return False
 
 
 class EventRedactor:
