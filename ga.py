@@ -45,6 +45,7 @@ from memory.store import MemoryStore
 from tools import clip, files, web
 from tools.code_run import code_run, last_code_block
 from tools.fsutil import atomic_write, take_file
+from tools.inline_eval import run_inline
 from tools.spec import tool, tools_schema
 from tools.texts import TOOL_TEXT_ZH, Texts, check_overrides, lang_from_env
 from tools.web import execute, scan
@@ -170,38 +171,33 @@ class GenericAgentHandler(BaseHandler):
             type: Language of the code.
             timeout: Seconds before the whole process group is killed (max 600).
             cwd: Folder to run in, relative to the working directory.
-            inline_eval: Evaluate python inside the agent, with `handler` and `agent` in scope.
+            inline_eval: Evaluate python inside the agent, with `handler` and `agent` in scope;
+                what it prints is returned.
         """
         code = script or last_code_block(getattr(response, "content", "") or "", type)
         if not code:
             return StepOutcome({"status": "error", "msg": self.t("code_missing", type=type)},
                                next_prompt="\n")
         run_dir = self.resolve(cwd or ".")
+        budget = CODE_OUTPUT_CHARS // max(_tool_num, 1)
+        shown = squeeze(code, 60, self.parent.redactor)
         if inline_eval and type == "python":
-            result = self._inline_eval(code, run_dir)
+            yield f"[Action] Evaluating python in-process: {shown}\n"
+            result = self._inline_eval(code, run_dir, timeout, budget)
         else:
-            shown = squeeze(code, 60, self.parent.redactor)
             yield f"[Action] Running {type} in {run_dir.name or run_dir}: {shown}\n"
             result = yield from code_run(code, type, timeout, cwd=run_dir, abort=self.abort_event,
-                                         max_output=CODE_OUTPUT_CHARS // max(_tool_num, 1),
+                                         max_output=budget,
                                          env=self.parent.env_policy.child_env())
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
-    def _inline_eval(self, code: str, run_dir: Path) -> dict:
-        ns = {"handler": self, "agent": self.parent}
-        old = os.getcwd()
-        try:
-            os.chdir(run_dir)
-            try:
-                value = repr(eval(code, ns))
-            except SyntaxError:
-                exec(code, ns)
-                value = repr(ns.get("_r", "OK"))
-        except (Exception, SystemExit, KeyboardInterrupt) as e:  # the model's own code
-            return {"status": "error", "msg": f"{type(e).__name__}: {e}"}
-        finally:
-            os.chdir(old)
-        return {"status": "success", "result": value}
+    def _inline_eval(self, code: str, run_dir: Path, timeout: int, budget: int) -> dict:
+        result = run_inline(code, {"handler": self, "agent": self.parent}, run_dir, timeout,
+                            self.abort_event, budget)
+        if result["status"] in ("timeout", "aborted"):  # the code was left running
+            seconds = f"{result.get('timeout', 0):g}"
+            result["msg"] = self.t(f"inline_{result['status']}", n=seconds)
+        return result
 
     @tool
     def do_file_read(self, path: str, start: int = 1, count: int = 200,

@@ -84,16 +84,16 @@ def code_run(
     ``timeout`` in seconds, or ``aborted``).
     """
     kind = _canonical_type(type)
-    limit = _coerce_timeout(timeout)
-    workdir = _workdir(cwd)
+    limit = coerce_timeout(timeout)
+    folder = workdir(cwd)
     script = None
     try:
         argv, script = _command(code, kind)
-        child = _Child(argv, workdir, abort, _child_env(env))
+        child = _Child(argv, folder, abort, _child_env(env))
     except OSError as e:
         _remove(script)
         raise ToolError(f"cannot start {kind}: {e}") from e
-    out = _Output(max(MIN_OUTPUT_CHARS, int(max_output)), max_live)
+    out = Output(max(MIN_OUTPUT_CHARS, int(max_output)), max_live)
     try:
         status = yield from _pump(child, limit, out)
     finally:
@@ -115,7 +115,7 @@ def _canonical_type(kind: str) -> str:
     raise ToolError(f"unknown code type {kind!r}; use python, bash or powershell")
 
 
-def _coerce_timeout(timeout: int | float | str) -> float:
+def coerce_timeout(timeout: int | float | str) -> float:
     try:
         value = float(timeout)
     except (TypeError, ValueError) as e:
@@ -123,7 +123,7 @@ def _coerce_timeout(timeout: int | float | str) -> float:
     return min(MAX_TIMEOUT, max(MIN_TIMEOUT, value))
 
 
-def _workdir(cwd: str | Path | None) -> str:
+def workdir(cwd: str | Path | None) -> str:
     path = Path(cwd) if cwd is not None else Path.cwd()
     if not path.is_dir():
         raise ToolError(f"working directory does not exist: {path}")
@@ -213,7 +213,7 @@ class _Child:
         procs.release(self.proc)
 
 
-def _pump(child: _Child, limit: float, out: _Output) -> Generator[str, None, str | None]:
+def _pump(child: _Child, limit: float, out: Output) -> Generator[str, None, str | None]:
     """Yield decoded output until EOF and exit; return a kill status or None."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     deadline = time.monotonic() + limit
@@ -248,7 +248,7 @@ def _stop(child: _Child, status: str) -> str:
     return status
 
 
-class _Output:
+class Output:
     """Head and tail of the output within a char budget; live display capped per run."""
 
     def __init__(self, max_chars: int, max_live: int) -> None:

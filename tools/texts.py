@@ -61,6 +61,13 @@ EN: dict[str, str] = {
         "should run or be written to a file, call code_run / file_write / file_patch; if it was "
         "only shown to the user, add a sentence saying so."),
     "code_missing": "[Error] No code given: pass 'script' or put a ```{type} block in the reply.",
+    "inline_timeout": (
+        "[Error] The in-process code was still running after {n} s. It is left running in the "
+        "background (a thread cannot be stopped) and may still change files or state. Run long "
+        "work with code_run without inline_eval: that one can be killed."),
+    "inline_aborted": (
+        "[Error] Aborted while the in-process code was running. It is left running in the "
+        "background (a thread cannot be stopped) and may still change files or state."),
     "content_missing": (
         "[Error] No content given: pass 'content' or put it inside "
         "<file_content>...</file_content> in your reply."),
@@ -136,6 +143,11 @@ ZH: dict[str, str] = {
         "[System] 上一轮回复主要是一大段代码且未调用工具。若需执行或写入文件，请调用 code_run / "
         "file_write / file_patch；若只是展示，请补充说明。"),
     "code_missing": "[Error] 缺少代码：请传 'script' 参数，或在回复中放 ```{type} 代码块。",
+    "inline_timeout": (
+        "[Error] 进程内代码运行 {n} 秒后仍未结束。它仍在后台运行（线程无法终止），"
+        "可能继续修改文件或状态。耗时的工作请用不带 inline_eval 的 code_run：那样可以被终止。"),
+    "inline_aborted": (
+        "[Error] 进程内代码运行时被中止。它仍在后台运行（线程无法终止），可能继续修改文件或状态。"),
     "content_missing": (
         "[Error] 缺少内容：请传 'content'，或在回复中放 <file_con"
         "tent>...</file_content>。"
@@ -163,7 +175,8 @@ TOOL_TEXT_ZH: dict[str, dict] = {
         "params": {"script": "要运行的代码；省略时运行回复中最后一个对应语言的代码块",
                    "type": "python、bash 或 powershell", "timeout": "超时秒数（最多 600）",
                    "cwd": "运行目录，相对于工作目录",
-                   "inline_eval": "在进程内执行 python（可访问 handler 与 agent）"}},
+                   "inline_eval": "在进程内执行 python（可访问 handler 与 agent），"
+                                  "其打印内容会返回"}},
     "file_read": {
         "description": (
             "读取文本文件，带行号。有 keyword 时返回其首次出现（忽略"
