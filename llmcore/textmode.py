@@ -2,14 +2,17 @@
 
 For models without function calling. The reply carries calls as
 ``<tool_use>{"name": ..., "arguments": {...}}</tool_use>`` (or ``<tool_call>``), or as a
-JSON array of such objects when every element names a known tool. Tags the model only
-quotes inside a fenced code block are not calls. Results go back as ``<tool_result>`` text.
+JSON array of such objects when every element names a known tool. What the model only
+quotes as code (a fenced block or an inline code span) is never a call, tag or array.
+Results go back as ``<tool_result>`` text.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+from collections.abc import Iterable, Iterator
 
 from .base import ToolCall
 from .images import is_image
@@ -25,10 +28,12 @@ PROTOCOL = (
 )
 REMINDER = "(Tool protocol unchanged: call tools with <tool_use>{...}</tool_use>.)"
 _TAG_RE = re.compile(r"<(tool_use|tool_call)>\s*(.*?)\s*(?:</\1>|\Z)", re.S)
-# a tag, or a fenced code block (```/~~~ to its closing fence or the end): calls the model
-# only quotes in a code block are not run
-_TAG_OR_FENCE_RE = re.compile(
+# a fenced code block (```/~~~ to its closing fence or the end), an inline code span (a run
+# of backticks to the same run on its line) or a tag: calls the model only quotes as code
+# are not run
+_CODE_OR_TAG_RE = re.compile(
     r"(?P<fence>^[ \t]*(?P<tick>`{3,}|~{3,})[^\n]*(?:\n.*?^[ \t]*(?P=tick)[`~]*[ \t]*$|.*\Z))"
+    r"|(?P<span>(?<!`)(?P<ticks>`+)(?!`)[^\n]+?(?<!`)(?P=ticks)(?!`))"
     r"|<(?P<kind>tool_use|tool_call)>\s*(?P<body>.*?)\s*(?:</(?P=kind)>|\Z)", re.S | re.M)
 _ARRAY_START_RE = re.compile(r"\[\s*\{")
 MAX_ARRAY_TRIES = 20  # JSON arrays tried as a call list, so a long reply stays cheap
@@ -62,27 +67,40 @@ class ToolPrompt:
 
 def parse_calls(reply: str, turn: int, tools: set[str] | frozenset[str] = frozenset()
                 ) -> list[ToolCall]:
-    """Tool calls found in a reply: ``<tool_use>``/``<tool_call>`` tags outside fenced code
-    blocks, else a JSON array whose every element names one of ``tools``. A tagged call with
+    """Tool calls found in a reply: ``<tool_use>``/``<tool_call>`` tags outside code, else a
+    JSON array outside code whose every element names one of ``tools``. A tagged call with
     invalid JSON keeps its raw arguments (the model hears back about it)."""
-    bodies = [m.group("body") for m in _TAG_OR_FENCE_RE.finditer(reply) if m.group("kind")]
+    found = list(_CODE_OR_TAG_RE.finditer(reply))
+    bodies = [m.group("body") for m in found if m.group("kind")]
     if bodies:
         return [_one(body, f"call_t{turn}_{i}") for i, body in enumerate(bodies)]
-    return _from_array(reply, turn, tools)
+    code = [m.span() for m in found if not m.group("kind")]
+    return _from_array(reply, turn, tools, code)
 
 
-def _from_array(reply: str, turn: int, tools: set[str] | frozenset[str]) -> list[ToolCall]:
+def _from_array(reply: str, turn: int, tools: set[str] | frozenset[str],
+                code: list[tuple[int, int]]) -> list[ToolCall]:
     decoder = json.JSONDecoder()
-    for n, start in enumerate(_ARRAY_START_RE.finditer(reply)):
-        if n >= MAX_ARRAY_TRIES:
-            break
+    for start in itertools.islice(_outside(_ARRAY_START_RE.finditer(reply), code),
+                                  MAX_ARRAY_TRIES):
         try:
-            items, _ = decoder.raw_decode(reply, start.start())
+            items, _ = decoder.raw_decode(reply, start)
         except json.JSONDecodeError:
             continue
         if all(isinstance(it, dict) and it.get("name") in tools for it in items):
             return [_call(it, f"call_t{turn}_{i}") for i, it in enumerate(items)]
     return []
+
+
+def _outside(found: Iterable[re.Match], spans: list[tuple[int, int]]) -> Iterator[int]:
+    """Start positions of ``found`` (in order) that lie in none of the sorted ``spans``."""
+    rest = iter(spans)
+    span = next(rest, None)
+    for m in found:
+        while span is not None and span[1] <= m.start():
+            span = next(rest, None)
+        if span is None or m.start() < span[0]:
+            yield m.start()
 
 
 def _one(body: str, call_id: str) -> ToolCall:

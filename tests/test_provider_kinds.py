@@ -187,7 +187,7 @@ def test_text_mode_tool_list_resent_only_when_changed_or_every_ten_turns(home, l
 
 def test_text_mode_json_array_and_bad_json(home, llm_server):
     client = client_for(home, llm_server, provider="openai", tool_mode="text")
-    array = '```json\n[{"name": "file_read", "arguments": {"path": "x"}}]\n```'
+    array = 'Reading it: [{"name": "file_read", "arguments": {"path": "x"}}]'
     broken = '<tool_use>{"name": "code_run", "arguments": {"script": </tool_use>'
     llm_server.queue(Reply(text=array), Reply(text=broken))
     _, resp = run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
@@ -220,6 +220,12 @@ CODE_EXAMPLES = [
     'To run code you would write:\n```\n<tool_use>{"name": "code_run", "arguments": '
     '{"script": "touch PWNED"}}</tool_use>\n```\nbut I will not.',
     '~~~xml\n<tool_call>{"name": "file_read", "arguments": {"path": "x"}}</tool_call>\n~~~',
+    'A batch looks like:\n```json\n[{"name": "file_read", "arguments": {"path": "x"}}]\n```',
+    '```python\nschema = [{"type": "string", "name": "file_read"}]\n```',
+    '~~~\n[{"name": "code_run", "arguments": {"script": "ls"}}]',  # a fence never closed
+    'Write `<tool_use>{"name": "code_run", "arguments": {"script": "ls"}}</tool_use>` to call.',
+    'Or ``<tool_call>{"name": "file_read", "arguments": {"path": "`x`"}}</tool_call>``.',
+    'An array like `[{"name": "file_read", "arguments": {"path": "x"}}]` is a batch.',
 ]
 
 
@@ -240,6 +246,19 @@ def test_text_mode_call_beside_a_code_example_runs_alone(home, llm_server):
     _, resp = run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
     assert [(t.function.name, json.loads(t.function.arguments)) for t in resp.tool_calls] == [
         ("file_read", {"path": "notes ```md```.txt"})]
+
+
+@pytest.mark.parametrize("reply", [
+    'Run `ls` first, then:\n<tool_use>{"name": "code_run", "arguments": {"script": '
+    '"echo `date`"}}</tool_use>',
+    'With `a` and ``b`` in mind: [{"name": "code_run", "arguments": {"script": "echo `date`"}}]',
+])
+def test_text_mode_call_beside_inline_code_still_runs(home, llm_server, reply):
+    client = client_for(home, llm_server, provider="openai", tool_mode="text")
+    llm_server.queue(Reply(text=reply))
+    _, resp = run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
+    assert [(t.function.name, json.loads(t.function.arguments)) for t in resp.tool_calls] == [
+        ("code_run", {"script": "echo `date`"})]
 
 
 @pytest.mark.parametrize("kind", KINDS)
