@@ -267,7 +267,7 @@ def print_profiles(cfg: Config, model: str | None) -> list[str]:
 
 
 def key_status(prof: Profile, path: str | None) -> tuple[str, str]:
-    """(``set (from …)`` | ``unset`` | ``not needed``, problem or "") — never the key."""
+    """(``set (from …)`` | ``unset`` | ``none (not needed)``, problem or "") — never the key."""
     from llmcore.config import resolve_key
 
     if prof.provider == "scripted":
@@ -277,7 +277,7 @@ def key_status(prof: Profile, path: str | None) -> tuple[str, str]:
     except ConfigError as e:
         return "unset", f"{prof.name}: {e.message}"
     if not key:
-        return "not needed (own base_url)", ""
+        return "none (not needed)", ""
     origin = "api_key in the file" if prof.api_key else f"${prof.api_key_env or default_env(prof)}"
     return f"set (from {origin})", ""
 

@@ -309,7 +309,10 @@ def spec_profile(spec: str, path: str | None = None, profiles: Any = None) -> Pr
 
 
 def resolve_key(prof: Profile, path: str | None) -> str | None:
-    """The profile's API key: ``api_key``, else ``$api_key_env``, else the SDK's variable."""
+    """The profile's API key: ``api_key``, else ``$api_key_env``, else the SDK's variable
+    (``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``) — that one only for the vendor's own endpoint
+    or the base URL of the SDK's variable, never for a profile's own ``base_url``, so one
+    vendor's key never reaches another server. None: no key is sent."""
     if prof.provider == "scripted" or prof.mixin:
         return None
     if prof.api_key:
@@ -320,6 +323,8 @@ def resolve_key(prof: Profile, path: str | None) -> str | None:
             raise ConfigError(path, f"models.{prof.name}.api_key_env",
                               f"environment variable {prof.api_key_env} is not set")
         return key
+    if prof.base_url and not base_url_from_env(prof):
+        return None
     env = DEFAULT_KEY_ENV[prof.provider]
     key = os.environ.get(env)
     if key or prof.base_url:
@@ -328,6 +333,13 @@ def resolve_key(prof: Profile, path: str | None) -> str | None:
         raise ConfigError(None, prof.name, f"no API key: set the environment variable {env}")
     raise ConfigError(path, f"models.{prof.name}",
                       f"no API key: set the environment variable {env}, or api_key_env")
+
+
+def base_url_from_env(prof: Profile) -> bool:
+    """True for a ``provider:model`` profile whose base URL is the SDK's variable's
+    (``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``): an env-only setup, key and URL together."""
+    return ":" in prof.name and bool(prof.base_url) and (
+        prof.base_url == os.environ.get(DEFAULT_BASE_ENV[prof.provider]))
 
 
 def select(cfg: Config, model: str | None) -> Profile:

@@ -27,6 +27,7 @@ REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 NOT_A_STREAM = re.compile(r"html|json", re.I)  # content types that cannot be an event stream
 RECUT_SECONDS = 0.1  # after the deadline, try to cut the stream again this often
 BODY_PEEK_BYTES = 65536  # of an answer that is no event stream, read to report it
+NO_KEY = "no-key"  # the SDKs need a string where no key is sent; plainly not a key
 
 
 @dataclass
@@ -154,7 +155,7 @@ def sdk_options(profile: Profile, api_key: str | None, sdk: Any) -> dict[str, An
 
     timeout = httpx2.Timeout(connect=profile.timeout, read=profile.read_timeout,
                              write=profile.timeout, pool=profile.timeout)
-    opts: dict[str, Any] = {"api_key": api_key or "no-key", "max_retries": 0, "timeout": timeout}
+    opts: dict[str, Any] = {"api_key": api_key or NO_KEY, "max_retries": 0, "timeout": timeout}
     if profile.base_url:
         opts["base_url"] = profile.base_url
     if profile.proxy:

@@ -206,7 +206,7 @@ def test_config_check_lists_profiles_with_keys_only_as_set_or_unset(home, monkey
     out = capsys.readouterr().out
     assert "a (default): anthropic claude-x, key set (from $MY_KEY)" in out
     assert "b: openai gpt-x, key unset" in out and "UNSET_KEY is not set" in out
-    assert "c: openai q at http://127.0.0.1:9/v1, key not needed" in out
+    assert "c: openai q at http://127.0.0.1:9/v1, key none (not needed)" in out
     assert "d: openai m, key set (from api_key in the file)" in out
     assert "secret" not in out and "1 problem(s)" in out
 

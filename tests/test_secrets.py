@@ -103,6 +103,66 @@ def test_tools_section_defaults():
     assert (tools.env_keep, tools.env_drop, tools.max_calls_per_turn) == ((), (), 32)
 
 
+# ---- the vendor's key stays with the vendor ----------------------------------------------
+OPENAI_KEY = "sk-proj-" + "v" * 40
+ANTHROPIC_KEY = "sk-ant-api03-" + "w" * 40
+
+
+def sent_key(request: dict) -> str:
+    """The credential a request carried (Authorization or x-api-key), whatever the case."""
+    headers = {k.lower(): v for k, v in request["headers"].items()}
+    return headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+
+
+@pytest.mark.parametrize("kind", ["openai", "openai-responses", "anthropic"])
+def test_a_base_url_profile_without_a_key_sends_no_vendor_key(home, llm_server, monkeypatch,
+                                                              kind):
+    from llm_server import GO, Reply, client_for, run_chat
+
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+    client = client_for(home, llm_server, provider=kind)  # its own base_url, no key named
+    llm_server.queue(Reply(text="hi"))
+    run_chat(client, GO)
+    assert sent_key(llm_server.requests[0]) == "no-key"
+    assert OPENAI_KEY not in json.dumps(llm_server.requests[0]["headers"])
+    assert ANTHROPIC_KEY not in json.dumps(llm_server.requests[0]["headers"])
+
+
+def test_an_env_only_setup_sends_the_key_to_the_base_url_of_the_same_variables(
+        home, llm_server, monkeypatch):
+    from llm_server import GO, Reply, run_chat
+
+    monkeypatch.setenv("GA_MODEL", "openai:m")
+    monkeypatch.setenv("OPENAI_BASE_URL", llm_server.openai_url)
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    llm_server.queue(Reply(text="hi"))
+    run_chat(llmcore.make_client(None), GO)
+    assert sent_key(llm_server.requests[0]) == OPENAI_KEY
+
+
+def test_the_sdk_variable_is_the_key_of_the_official_endpoint_only(monkeypatch):
+    from llmcore.config import Profile, resolve_key
+
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    assert resolve_key(Profile(name="gpt", model="m"), "c.yaml") == OPENAI_KEY
+    proxy = Profile(name="proxy", model="m", base_url="https://proxy.example/v1")
+    assert resolve_key(proxy, "c.yaml") is None
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://proxy.example/v1")  # same URL, own profile
+    assert resolve_key(proxy, "c.yaml") is None
+
+
+def test_config_check_shows_no_key_for_a_base_url_profile(home, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    (home / "config.yaml").write_text(yaml.safe_dump({"default": "vllm", "models": {
+        "vllm": {"provider": "openai", "model": "q", "base_url": "http://127.0.0.1:9/v1"},
+        "gpt": {"provider": "openai", "model": "m"}}}))
+    assert main(["config", "check"]) == 0
+    out = capsys.readouterr().out
+    assert "vllm (default): openai q at http://127.0.0.1:9/v1, key none (not needed)" in out
+    assert "gpt: openai m, key set (from $OPENAI_API_KEY)" in out and OPENAI_KEY not in out
+
+
 # ---- one redactor for every writer -----------------------------------------------------
 def test_redactor_knows_every_profile_and_secret_named_variables(config):
     env = {"MY_SERVICE_TOKEN": "tok-12345678", "SHORT_KEY": "abc", "LLM_ACCESS": VENDOR_KEY,
