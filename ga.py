@@ -736,7 +736,8 @@ class GenericAgent:
         if len(query) > self.settings.long_prompt_chars:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             path = self.home / "prompts" / f"{stamp}-{abs(hash(query)) % 10**8}.txt"
-            if self.failures.attempt("saving the long prompt", atomic_write, path, query):
+            saved = self.redactor(query)  # a file under the home: masked like the journal
+            if self.failures.attempt("saving the long prompt", atomic_write, path, saved):
                 query = self.texts("long_prompt", head=query[:500] + " ...", n=len(query),
                                    path=path)
         return query

@@ -233,6 +233,21 @@ def test_every_writer_masks_a_key_of_a_profile_that_is_not_active(config, home, 
             assert key not in text
 
 
+def test_a_long_piped_prompt_is_saved_masked(config, home, tmp_path, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-" + "e" * 40)
+    data = tmp_path / "dump.txt"
+    data.write_text(f"KEY_B={KEY_B}\nOPENAI_API_KEY={'sk-proj-' + 'e' * 40}\n" + "log\n" * 800)
+    with open(data) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert main(["-m", script(tmp_path, [{"text": "read it"}]), "what leaked?"]) == 0
+    (saved,) = (home / "prompts").glob("*.txt")
+    text = saved.read_text()
+    assert f"KEY_B={MASK}" in text and f"OPENAI_API_KEY={MASK}" in text and "log\n" in text
+    assert KEY_B not in text and "eeeeeeee" not in text
+
+
 def test_the_model_log_masks_every_profiles_key(home, llm_server):
     from llm_server import Reply
 
