@@ -138,9 +138,10 @@ class Redactor:
 class StreamRedactor:
     """Masks a text that arrives in pieces: what is shown is what the redactor shows of the
     whole text, never a part of a secret. A tail that may still grow into a known secret or
-    a key shape is held back until a later piece (or ``flush``) decides it. A key shape
-    that is no known secret's beginning is masked as soon as it is one, and the rest of its
-    run is dropped as it arrives, so what is held stays short and the work linear."""
+    a key shape is held back until a later piece (or ``flush``) decides it; a text that ends
+    inside a known secret masks that tail too. A key shape that is no known secret's
+    beginning is masked as soon as it is one, and the rest of its run is dropped as it
+    arrives, so what is held stays short and the work linear."""
 
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
@@ -159,6 +160,7 @@ class StreamRedactor:
         return self._settle(self.pending + piece, final=False)
 
     def flush(self) -> str:
+        """The rest, the stream being over; a known secret it ends inside is masked."""
         text, self.pending = self.pending, ""
         shown = "" if self.masking_run else self._settle(text, final=True)
         self.before, self.masking_run = "", False
@@ -170,7 +172,7 @@ class StreamRedactor:
         end = len(ctx)
         found = (list(self.redactor._re.finditer(ctx, base))
                  if self.redactor.may_hold_secret(ctx) else [])
-        cut = end if final else self._open_from(ctx, base, found)
+        cut = self._cut_short(ctx, base, found) if final else self._open_from(ctx, base, found)
         shown, pos = [], base
         for m in found:
             if m.start() >= cut:
@@ -183,8 +185,17 @@ class StreamRedactor:
                 self._known_from(ctx, cut, cut + 1, found) == end:
             shown.append(MASK)  # no known secret starts here: the whole run is masked
             self.masking_run, cut = True, end
+        if final and cut < end:
+            shown.append(MASK)  # the text ends inside a known secret: no part of it is shown
+            cut = end
         self.pending, self.before = ctx[cut:], ctx[cut - 1:cut] or self.before
         return "".join(shown)
+
+    def _cut_short(self, ctx: str, base: int, found: list[re.Match]) -> int:
+        """Where a known secret cut short by the end of the text begins (a stream that broke
+        off, or was interrupted by another event, in the middle of one); else the end."""
+        start = self._known_from(ctx, base, len(ctx), found)
+        return start if len(ctx) - start >= SECRET_MIN_CHARS else len(ctx)
 
     def _open_from(self, ctx: str, base: int, found: list[re.Match]) -> int:
         """The leftmost position a later piece may still change: where a known secret or a

@@ -74,6 +74,15 @@ def test_a_stream_keeps_word_boundaries_across_pieces():
     assert "".join(shown) + stream.flush() == "masksk-abcdefghijklmnop x"  # no key: no \b
 
 
+def test_a_stream_that_ends_inside_a_known_key_shows_no_part_of_it():
+    redact = Redactor([ANT_KEY, "hunter2-password"])
+    stream = redact.stream()
+    assert stream.feed(f"the key is {ANT_KEY[:20]}") == "the key is "
+    assert stream.flush() == MASK  # the stream broke off (or another event came) mid-key
+    stream = redact.stream()
+    assert stream.feed("hunt") == "" and stream.flush() == "hunt"  # too short to tell
+
+
 def test_a_long_key_shaped_run_is_not_held_in_memory():
     stream = Redactor().stream()
     assert stream.feed("sk-" + "a" * 20) == MASK
