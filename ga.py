@@ -15,10 +15,9 @@ import threading
 import time
 import weakref
 from collections import Counter
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Generator, Literal
+from typing import Any, Generator, Literal
 
 from agent_loop import (
     MAX_CALLS_PER_TURN,
@@ -30,7 +29,7 @@ from agent_loop import (
     log,
 )
 from llmcore import images as pictures
-from llmcore.base import ConfigError, LLMError
+from llmcore.base import LLMError
 from llmcore.history import unanswered_call
 from llmcore.logs import Failures
 from llmcore.secrets import EnvPolicy, EventRedactor, Redactor
@@ -42,12 +41,23 @@ from memory.prompt import (
     memory_read_tip,
 )
 from memory.store import MemoryStore
+from memory.working import (
+    Settings,
+    call_signature,
+    claims_completion,
+    fold_earlier,
+    has_verification,
+    is_code_block_only,
+    pick_answer,
+    plan_open_items,
+    squeeze,
+)
 from tools import clip, files, web
 from tools.code_run import code_run, last_code_block
 from tools.fsutil import atomic_write, take_file
 from tools.inline_eval import run_inline
 from tools.spec import tool, tools_schema
-from tools.texts import TOOL_TEXT_ZH, Texts, check_overrides, lang_from_env
+from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env
 from tools.web import execute, scan
 from tools.web.browser import Browser
 
@@ -56,59 +66,6 @@ READ_OUTPUT_CHARS = 15_000
 USER_TOOLS = ("ask_user", "start_long_term_update")
 STALE_PREFIX = "[Note] key_info"
 STREAMED = {"text": "delta", "thinking": "delta", "progress": "text"}  # event type -> its text
-SETTING_MINIMUM = {"plan_hint_after": 0}  # every other agent: setting is >= 1
-
-
-@dataclass
-class Settings:
-    """Thresholds of the working-memory rules; every one configurable (config ``agent:``)."""
-
-    checkpoint_warn_turns: int = 7
-    file_reminder_every: int = 31
-    ask_user_every: int = 175
-    insight_every: int = 10
-    plan_hint_every: int = 5
-    plan_hint_after: int = 10
-    plan_limit_turns: int = 190
-    repeat_warn: int = 3
-    repeat_stop: int = 6
-    history_lines: int = 30
-    history_every: int = 2
-    earlier_every: int = 4
-    earlier_max_parts: int = 70
-    summary_chars: int = 80
-    long_prompt_chars: int = 2000
-    retry_reply_limit: int = 3
-    texts: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, data: dict, path: str | None = None) -> Settings:
-        """The validated ``agent:`` section; a bad key or value is a ConfigError."""
-        known = [f.name for f in fields(cls)]
-        for key, value in data.items():
-            if key not in known:
-                raise ConfigError(path, f"agent.{key}",
-                                  f"unknown setting; known: {', '.join(known)}")
-            if key == "texts":
-                check_overrides(value, path, "agent.texts")
-                continue
-            least = SETTING_MINIMUM.get(key, 1)
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ConfigError(path, f"agent.{key}",
-                                  f"must be a whole number >= {least}, got {value!r}")
-        settings = cls(**data)
-        if settings.repeat_warn > settings.repeat_stop:
-            raise ConfigError(path, "agent.repeat_warn",
-                              f"must be <= repeat_stop ({settings.repeat_stop}), "
-                              f"got {settings.repeat_warn}")
-        return settings
-
-
-def squeeze(text: str, limit: int, redact: Callable[[str], str] | None = None) -> str:
-    """One short line: newlines folded, head and tail kept; ``redact`` masks secrets first
-    (a key cut in two is no longer recognised)."""
-    line = " ".join((redact(text) if redact else text).split())
-    return line if len(line) <= limit else line[: limit // 2] + " ... " + line[-limit // 2:]
 
 
 def consume_file(folder: Path | None, name: str) -> str | None:
@@ -117,15 +74,6 @@ def consume_file(folder: Path | None, name: str) -> str | None:
         return None
     text = (take_file(Path(folder) / name) or "").strip()
     return text or None
-
-
-def call_signature(tool_calls: list[dict]) -> str | None:
-    calls = [c for c in tool_calls if c["tool_name"] != "no_tool"]
-    if not calls:
-        return None
-    return json.dumps([[c["tool_name"], {k: v for k, v in c["args"].items()
-                                          if not k.startswith("_")}] for c in calls],
-                      sort_keys=True, ensure_ascii=False, default=json_default)
 
 
 class GenericAgentHandler(BaseHandler):
@@ -416,27 +364,15 @@ class GenericAgentHandler(BaseHandler):
         return str(plan_path)
 
     # ---- working memory ----------------------------------------------------------------
-    def _fold_earlier(self, lines: list[str]) -> str:
-        fallback = self.t("agent_line", text=self.t("answered_directly"))
-        parts: list[str] = []
-        count, last = 0, ""
-        for line in lines + ["[USER]"]:
-            if line.startswith("[USER]"):
-                if count:
-                    parts.append(f"{'[Agent]' if last == fallback else last}（{count} turns）")
-                parts.append(line)
-                count, last = 0, ""
-            else:
-                count, last = count + 1, line
-        return "\n".join(parts[:-1][-self.s.earlier_max_parts:])
-
     def _get_anchor_prompt(self, skip: bool = False) -> str:
         if skip:
             return "\n"
         h, w, turn = self.history_info, self.s.history_lines, self.current_turn
         out = ["", self.t("anchor_header")]
         if len(h) > w and turn % self.s.earlier_every == 0:
-            out.append(f"<earlier_context>\n{self._fold_earlier(h[:-w])}\n</earlier_context>")
+            direct = self.t("agent_line", text=self.t("answered_directly"))
+            earlier = fold_earlier(h[:-w], direct, self.s.earlier_max_parts)
+            out.append(f"<earlier_context>\n{earlier}\n</earlier_context>")
         if turn % self.s.history_every == 0:
             out.append("<history>\n" + "\n".join(h[-w:]) + "\n</history>")
         out.append(self.t("current_turn", turn=max(turn, 1)))  # a first message: turn 1
@@ -553,33 +489,6 @@ class GenericAgentHandler(BaseHandler):
         kept = [ln for ln in self.working["key_info"].split("\n")
                 if not ln.startswith(STALE_PREFIX)]
         self.working["key_info"] = "\n".join(kept + [self.t("stale_key_info", n=tasks)])
-
-
-def claims_completion(text: str) -> bool:
-    words = ("任务完成", "全部完成", "已完成所有", "🏁", "all tasks complete", "task complete",
-             "all steps complete", "plan complete")
-    low = text.lower()
-    return any(w in low for w in words)
-
-
-def has_verification(text: str) -> bool:
-    return any(w in text for w in ("VERDICT", "[VERIFY]"))
-
-
-def is_code_block_only(text: str) -> bool:
-    blocks = list(re.finditer(r"```[a-zA-Z0-9_]*\n[\s\S]{50,}?```", text))
-    if len(blocks) != 1 or text[blocks[0].end():].strip():
-        return False
-    rest = text.replace(blocks[0].group(0), "")
-    rest = re.sub(r"<(thinking|summary)>[\s\S]*?</\1>", "", rest, flags=re.IGNORECASE)
-    return len(re.sub(r"\s+", "", rest)) <= 30
-
-
-def plan_open_items(plan_path: str) -> int | None:
-    try:
-        return Path(plan_path).read_text(encoding="utf-8", errors="replace").count("[ ]")
-    except OSError:
-        return None
 
 
 class GenericAgent:
@@ -810,14 +719,6 @@ class GenericAgent:
     def _relay_provider_events(self) -> Generator[dict, None, None]:
         while self._provider_events:
             yield from self._emit(self._provider_events.pop(0))
-
-
-def pick_answer(text: str, candidates: Any) -> str:
-    """An answer to an ``ask_user`` question: a number picks that candidate (1-based)."""
-    pick = text.strip()
-    if pick.isdigit() and isinstance(candidates, list) and 1 <= int(pick) <= len(candidates):
-        return str(candidates[int(pick) - 1])
-    return text
 
 
 def failed_event(error: str, turns: int, model_error: bool = False) -> dict:

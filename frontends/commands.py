@@ -212,7 +212,7 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
     state = "" if path.exists() else ", not found: models come from -m or $GA_MODEL"
     print(f"config: {path} ({source}{state})")
     if cfg.path:
-        from ga import Settings
+        from memory.working import Settings
         from llmcore.config import tools_settings
 
         Settings.from_dict(cfg.agent, cfg.path)

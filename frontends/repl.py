@@ -147,7 +147,7 @@ class Repl:
     def answer(self, end: dict) -> str:
         """Read the answer to an ``ask_user`` question (the agent maps a number to its
         candidate)."""
-        from ga import pick_answer
+        from memory.working import pick_answer
 
         reply = self._input(ANSWER_PROMPT)
         if pick_answer(reply, end.get("candidates") or []) != reply:

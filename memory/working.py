@@ -1,0 +1,131 @@
+"""The working-memory rules that need no handler: their settings (config ``agent:``), the
+one-line squeeze of a summary, the repeated-call signature, folding older summary lines,
+plan-mode checks and picking an ``ask_user`` answer. ``ga.GenericAgentHandler`` applies them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+from agent_loop import json_default
+from llmcore.base import ConfigError
+from tools.texts import check_overrides
+
+SETTING_MINIMUM = {"plan_hint_after": 0}  # every other agent: setting is >= 1
+COMPLETION_WORDS = ("任务完成", "全部完成", "已完成所有", "🏁", "all tasks complete",
+                    "task complete", "all steps complete", "plan complete")
+VERIFY_WORDS = ("VERDICT", "[VERIFY]")
+CODE_ONLY_SLACK_CHARS = 30  # prose allowed beside a reply's one big code block
+
+
+@dataclass
+class Settings:
+    """Thresholds of the working-memory rules; every one configurable (config ``agent:``)."""
+
+    checkpoint_warn_turns: int = 7
+    file_reminder_every: int = 31
+    ask_user_every: int = 175
+    insight_every: int = 10
+    plan_hint_every: int = 5
+    plan_hint_after: int = 10
+    plan_limit_turns: int = 190
+    repeat_warn: int = 3
+    repeat_stop: int = 6
+    history_lines: int = 30
+    history_every: int = 2
+    earlier_every: int = 4
+    earlier_max_parts: int = 70
+    summary_chars: int = 80
+    long_prompt_chars: int = 2000
+    retry_reply_limit: int = 3
+    texts: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict, path: str | None = None) -> Settings:
+        """The validated ``agent:`` section; a bad key or value is a ConfigError."""
+        known = [f.name for f in fields(cls)]
+        for key, value in data.items():
+            if key not in known:
+                raise ConfigError(path, f"agent.{key}",
+                                  f"unknown setting; known: {', '.join(known)}")
+            if key == "texts":
+                check_overrides(value, path, "agent.texts")
+                continue
+            least = SETTING_MINIMUM.get(key, 1)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ConfigError(path, f"agent.{key}",
+                                  f"must be a whole number >= {least}, got {value!r}")
+        settings = cls(**data)
+        if settings.repeat_warn > settings.repeat_stop:
+            raise ConfigError(path, "agent.repeat_warn",
+                              f"must be <= repeat_stop ({settings.repeat_stop}), "
+                              f"got {settings.repeat_warn}")
+        return settings
+
+
+def squeeze(text: str, limit: int, redact: Callable[[str], str] | None = None) -> str:
+    """One short line: newlines folded, head and tail kept; ``redact`` masks secrets first
+    (a key cut in two is no longer recognised)."""
+    line = " ".join((redact(text) if redact else text).split())
+    return line if len(line) <= limit else line[: limit // 2] + " ... " + line[-limit // 2:]
+
+
+def call_signature(tool_calls: list[dict]) -> str | None:
+    calls = [c for c in tool_calls if c["tool_name"] != "no_tool"]
+    if not calls:
+        return None
+    return json.dumps([[c["tool_name"], {k: v for k, v in c["args"].items()
+                                          if not k.startswith("_")}] for c in calls],
+                      sort_keys=True, ensure_ascii=False, default=json_default)
+
+
+def fold_earlier(lines: list[str], fallback: str, max_parts: int) -> str:
+    """Older summary lines folded per user request as "<last summary>（N turns）"."""
+    parts: list[str] = []
+    count, last = 0, ""
+    for line in lines + ["[USER]"]:
+        if line.startswith("[USER]"):
+            if count:
+                parts.append(f"{'[Agent]' if last == fallback else last}（{count} turns）")
+            parts.append(line)
+            count, last = 0, ""
+        else:
+            count, last = count + 1, line
+    return "\n".join(parts[:-1][-max_parts:])
+
+
+def claims_completion(text: str) -> bool:
+    low = text.lower()
+    return any(w in low for w in COMPLETION_WORDS)
+
+
+def has_verification(text: str) -> bool:
+    return any(w in text for w in VERIFY_WORDS)
+
+
+def is_code_block_only(text: str) -> bool:
+    blocks = list(re.finditer(r"```[a-zA-Z0-9_]*\n[\s\S]{50,}?```", text))
+    if len(blocks) != 1 or text[blocks[0].end():].strip():
+        return False
+    rest = text.replace(blocks[0].group(0), "")
+    rest = re.sub(r"<(thinking|summary)>[\s\S]*?</\1>", "", rest, flags=re.IGNORECASE)
+    return len(re.sub(r"\s+", "", rest)) <= CODE_ONLY_SLACK_CHARS
+
+
+def plan_open_items(plan_path: str) -> int | None:
+    try:
+        return Path(plan_path).read_text(encoding="utf-8", errors="replace").count("[ ]")
+    except OSError:
+        return None
+
+
+def pick_answer(text: str, candidates: Any) -> str:
+    """An answer to an ``ask_user`` question: a number picks that candidate (1-based)."""
+    pick = text.strip()
+    if pick.isdigit() and isinstance(candidates, list) and 1 <= int(pick) <= len(candidates):
+        return str(candidates[int(pick) - 1])
+    return text
