@@ -224,8 +224,8 @@ class GenericAgentHandler(BaseHandler):
 
     @tool(aliases={"tab_id": "switch_tab_id"})
     def do_web_scan(self, tabs_only: bool = False, switch_tab_id: str | None = None,
-                    text_only: bool = False, viewport: bool = False, *,
-                    response: Any = None, _index: int = 0):
+                    text_only: bool = False, viewport: bool = False,
+                    screenshot: bool = False, *, response: Any = None, _index: int = 0):
         """See the browser: the open tabs and the current page as text, its interactive
         elements numbered [N] (use them as ga(N) in web_execute_js). Also switches tabs.
 
@@ -234,12 +234,20 @@ class GenericAgentHandler(BaseHandler):
             switch_tab_id: Id of the tab to switch to first, as listed in tabs.
             text_only: Plain text without [N] markers.
             viewport: Only what is around the visible screen (scroll there with JS first).
+            screenshot: Also return an image of the visible screen (layout, charts, canvas).
         """
         yield f"[Action] Scanning the browser{' tabs' if tabs_only else ' page'}\n"
-        text = scan.web_scan(self.parent.browser, tabs_only, switch_tab_id, text_only, viewport,
-                             budget=web.reply_budget(web.SCAN_CHARS, self.parent.llmclient,
-                                                     response))
-        return StepOutcome(text, next_prompt=self._anchor(_index))
+        see = screenshot and getattr(self.parent.llmclient, "vision", True)
+        text, shot = scan.scan_page(
+            self.parent.browser, tabs_only, switch_tab_id, text_only, viewport, screenshot=see,
+            budget=web.reply_budget(web.SCAN_CHARS, self.parent.llmclient, response))
+        images = [shot.block()] if shot else []
+        if images:
+            text += "\n" + self.t("screenshot_shown", sent=pictures.describe(images[0]),
+                                  width=shot.original[0], height=shot.original[1])
+        elif screenshot and not see:
+            text += "\n" + self.t("screenshot_text_only")
+        return StepOutcome(text, next_prompt=self._anchor(_index), images=images)
 
     @tool(aliases={"tab_id": "switch_tab_id", "code": "script"})
     def do_web_execute_js(self, script: str = "", switch_tab_id: str | None = None,

@@ -25,6 +25,7 @@ LATE_DELAY = 0.5  # seconds /slow-data takes: the late page renders after it
 SHUTDOWN_POLL_SECONDS = 0.01
 SECRET_PASSWORD = "hunter2-secret"
 PARAGRAPHS = 150
+COLOUR = (200, 30, 40)  # the background of /colour.html, seen in its screenshots
 
 
 def _page(title: str, body: str) -> str:
@@ -106,6 +107,8 @@ PAGES = {
                                "'Clicked inside'\">Frame button</button>"),
     "/shadow.html": _page("Shadow", SHADOW),
     "/blank.html": _page("Blank", "<p>BLANK-PAGE</p>"),
+    "/colour.html": _page("Colour", f"<style>html {{ background: rgb{COLOUR} }}</style>"
+                          "<h1>COLOUR-PAGE</h1>"),
 }
 
 

@@ -83,6 +83,11 @@ EN: dict[str, str] = {
     "image_text_only": (
         "[IMAGE] {name}: {format} {width}x{height}, {bytes:,} bytes. The current model cannot "
         "see images; inspect it with code_run (e.g. Pillow) if you need more."),
+    "screenshot_shown": (
+        "[SCREENSHOT] The visible screen ({width}x{height} px) follows as an image ({sent})."),
+    "screenshot_text_only": (
+        "[SCREENSHOT] Not sent: the current model cannot see images. The page text above is "
+        "what the browser shows."),
 }
 
 ZH: dict[str, str] = {
@@ -160,6 +165,10 @@ ZH: dict[str, str] = {
     "image_text_only": (
         "[IMAGE] {name}：{format} {width}x{height}，{bytes:,} 字节。当前模型看不到图像；"
         "如需更多信息，请用 code_run（如 Pillow）检查。"),
+    "screenshot_shown": (
+        "[SCREENSHOT] 可见屏幕（{width}x{height} 像素）的截图以图像附后（{sent}）。"),
+    "screenshot_text_only": (
+        "[SCREENSHOT] 未发送截图：当前模型看不到图像。上面的页面文本即浏览器所显示的内容。"),
 }
 
 TABLES = {"en": EN, "zh": ZH}
@@ -212,7 +221,8 @@ TOOL_TEXT_ZH: dict[str, dict] = {
         "params": {"tabs_only": "只列出标签页，不读页面（省 token）",
                    "switch_tab_id": "先切换到此标签页 id（见 tabs 列表）",
                    "text_only": "纯文本，不带 [N] 标记",
-                   "viewport": "只读可见屏幕附近的内容（先用 JS 滚动到那里）"}},
+                   "viewport": "只读可见屏幕附近的内容（先用 JS 滚动到那里）",
+                   "screenshot": "同时返回可见屏幕的截图（布局、图表、canvas）"}},
     "web_execute_js": {
         "description": (
             "在当前页面执行 JavaScript，完全控制浏览器：导航、点击、填写、读取。支持顶层 "

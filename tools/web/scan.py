@@ -1,8 +1,12 @@
-"""``web_scan``: the tab list and the visible page as text (SPEC §9)."""
+"""``web_scan``: the tab list and the visible page as text, and on request a screenshot of
+the tab's viewport (SPEC §9, §10)."""
 
 from __future__ import annotations
 
+import base64
 import json
+
+from llmcore.images import Picture, load_image
 
 from .browser import Browser, error_text
 from .cdp import CDPError
@@ -16,19 +20,36 @@ QUIET = 0.15  # seconds without requests / DOM changes that count as settled
 URL_CHARS = 50
 SIMILAR_MIN = 50  # a run of more similar siblings than this is cut …
 SIMILAR_SHOW = 10  # … to its first items and a count
+SHOT_TIMEOUT = 20.0  # seconds the browser may take to render a screenshot
+SHOT_NAME = "screenshot.png"
 
 
 def web_scan(browser: Browser, tabs_only: bool = False, switch_tab_id: str | None = None,
              text_only: bool = False, viewport: bool = False, budget: int = 35_000) -> str:
     """A JSON envelope (status, tabs) and, unless ``tabs_only``, the page as a text block."""
+    return scan_page(browser, tabs_only, switch_tab_id, text_only, viewport, budget)[0]
+
+
+def scan_page(browser: Browser, tabs_only: bool = False, switch_tab_id: str | None = None,
+              text_only: bool = False, viewport: bool = False, budget: int = 35_000,
+              screenshot: bool = False) -> tuple[str, Picture | None]:
+    """``web_scan``'s text and, with ``screenshot``, the tab's viewport as a send-ready
+    picture (None when not asked for or when the scan failed)."""
     try:
         tab = browser.tab(switch_tab_id)
-        if tabs_only:
-            return envelope(browser, tab)
-        page = read_page(tab, budget, text_only, viewport)
+        page = None if tabs_only else read_page(tab, budget, text_only, viewport)
+        shot = capture(tab) if screenshot else None
     except (WebError, BrowserUnavailable, CDPError) as e:
-        return error_envelope(browser, error_text(browser, e))
-    return envelope(browser, tab, page["title"]) + "\n```text\n" + page["text"] + "\n```"
+        return error_envelope(browser, error_text(browser, e)), None
+    if page is None:
+        return envelope(browser, tab), shot
+    return envelope(browser, tab, page["title"]) + "\n```text\n" + page["text"] + "\n```", shot
+
+
+def capture(tab: Tab) -> Picture:
+    """A PNG of what the tab's viewport shows, downscaled and size-capped for a model."""
+    reply = tab.session.call("Page.captureScreenshot", {"format": "png"}, timeout=SHOT_TIMEOUT)
+    return load_image(base64.b64decode(reply["data"]), name=SHOT_NAME)
 
 
 def read_page(tab: Tab, budget: int, text_only: bool = False, viewport: bool = False) -> dict:
