@@ -562,7 +562,7 @@ class GenericAgent:
     def browser(self) -> Browser:
         """The web tools' browser: started (or attached) at the first web call."""
         if self._browser is None:
-            self._browser = Browser(self.browser_config)
+            self._browser = Browser(self.browser_config, self.env_policy)
             weakref.finalize(self, self._browser.close)  # an agent dropped unclosed
         return self._browser
 

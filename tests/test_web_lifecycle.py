@@ -22,6 +22,7 @@ from web_site import need_browser, web_site
 from ga import GenericAgent
 from llmcore.base import ConfigError
 from llmcore.scripted import ScriptedClient
+from llmcore.secrets import EnvPolicy
 from tools.web import BrowserConfig, budget, web_calls
 from tools.web.browser import Browser
 from tools.web.cdp import Connection
@@ -364,6 +365,31 @@ def test_agent_runs_web_tools_and_closes_its_browser(run_agent, web_site):
     launched = agent.browser.launched
     agent.close()
     assert wait_exit(launched.proc.pid) and not launched.run_dir.exists()
+
+
+def environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def test_the_launched_browser_gets_the_childrens_env_policy(home, tmp_path, monkeypatch):
+    need_browser()
+    monkeypatch.setenv("SHOP_API_TOKEN", "tok-" + "s" * 24)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-" + "k" * 24)
+    monkeypatch.setenv("CORP_GATEWAY", "dropped-by-tools.env_drop")
+    monkeypatch.setenv("GH_TOKEN", "kept-by-tools.env_keep")
+    monkeypatch.setenv("GA_PLAIN_SETTING", "passes")
+    policy = EnvPolicy(drop={"CORP_GATEWAY"}, keep={"GH_TOKEN"})
+    agent = GenericAgent(ScriptedClient([]), home=home, cwd=tmp_path, env_policy=policy)
+    try:
+        agent.browser.tab()
+        launched = agent.browser.launched
+        env = environ(launched.proc.pid)
+    finally:
+        agent.close()
+    assert not {"SHOP_API_TOKEN", "ANTHROPIC_API_KEY", "CORP_GATEWAY"} & set(env)
+    assert env["GH_TOKEN"] == "kept-by-tools.env_keep" and env["GA_PLAIN_SETTING"] == "passes"
+    assert Path(env["TMPDIR"]) in (launched.run_dir, launched.run_dir.parent)
 
 
 def test_an_agent_dropped_without_close_still_ends_its_browser(home, tmp_path):

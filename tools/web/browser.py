@@ -10,6 +10,8 @@ import logging
 import threading
 from typing import Any, Callable
 
+from llmcore.secrets import EnvPolicy
+
 from .cdp import CDPError, Connection, ConnectionLost, Session
 from .launch import DEFAULT_CDP_URL, BrowserConfig, BrowserUnavailable, attach_url, launch
 from .tab import QUICK_TIMEOUT, Tab, WebError
@@ -30,8 +32,10 @@ def error_text(browser: Browser, error: Exception) -> str:
 class Browser:
     """The one browser of an agent: launched or attached on first use."""
 
-    def __init__(self, cfg: BrowserConfig | None = None) -> None:
+    def __init__(self, cfg: BrowserConfig | None = None,
+                 env_policy: EnvPolicy | None = None) -> None:
         self.cfg = cfg or BrowserConfig()
+        self.env_policy = env_policy or EnvPolicy()  # a launched browser's environment
         self.conn: Connection | None = None
         self.launched = None
         self.targets: dict[str, dict] = {}  # page targets by target id
@@ -71,7 +75,7 @@ class Browser:
         if self.cfg.attach:
             ws_url = attach_url(self.cfg.cdp_url or DEFAULT_CDP_URL)
         else:
-            self.launched = launch(self.cfg)
+            self.launched = launch(self.cfg, self.env_policy)
             atexit.register(self.close)
             ws_url = self.launched.ws_url
         self.conn = Connection(ws_url)

@@ -4,7 +4,8 @@ tied to the runtime, and finding the websocket of a browser to attach to.
 A launched Chromium is tied to the runtime (``tools.procs``): whatever ends the runtime,
 SIGKILL included, ends the browser's whole process group, and its run folder (temp
 profile, the browser's TMPDIR, its log) sits in the runtime's own temp dir, removed with
-it. Nothing of the user's environment but what a browser needs reaches it.
+it. Its environment is the one every child of the runtime gets (``EnvPolicy``: no secrets),
+with TMPDIR pointing into its run folder.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from llmcore.base import ConfigError
+from llmcore.secrets import EnvPolicy
 from tools.procs import end_group, popen_tied, release, runtime_dir
 
 log = logging.getLogger("ga.web")
@@ -48,11 +50,6 @@ FLAGS = (
     "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows",
     "--remote-debugging-port=0",
 )
-ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ",
-            "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME",
-            "XDG_CACHE_HOME", "DBUS_SESSION_BUS_ADDRESS", "FONTCONFIG_PATH", "HTTP_PROXY",
-            "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
-            "all_proxy")
 PROFILE_IN_USE = " (is the profile {} open in another browser?)"
 INSTALL_HINT = (
     "install Chromium (Debian/Ubuntu: apt-get install chromium), or name a Chrome/Chromium "
@@ -157,10 +154,9 @@ def _window_size(path: str | None, where: str, value: Any) -> tuple[int, int]:
 
 
 # ---- launching ---------------------------------------------------------------------------
-def browser_env(temp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in ENV_KEEP}
-    env["TMPDIR"] = str(temp)  # Chromium's own temp files go where they are cleaned up
-    return env
+def browser_env(temp: Path, policy: EnvPolicy) -> dict[str, str]:
+    """The children's environment (``policy``), Chromium's temp files where they are cleaned up."""
+    return {**policy.child_env(), "TMPDIR": str(temp)}
 
 
 @dataclass
@@ -197,8 +193,9 @@ class Launched:
         return "\n".join(lines)[-LOG_TAIL_CHARS:]
 
 
-def launch(cfg: BrowserConfig) -> Launched:
-    """Start Chromium with a DevTools port; raise BrowserUnavailable when it cannot start."""
+def launch(cfg: BrowserConfig, policy: EnvPolicy) -> Launched:
+    """Start Chromium with a DevTools port, its environment from ``policy``; raise
+    BrowserUnavailable when it cannot start."""
     exe = cfg.find_executable()
     run_dir, temp = _run_dirs()
     profile = Path(cfg.profile_dir).expanduser() if cfg.profile_dir else run_dir / "profile"
@@ -214,7 +211,7 @@ def launch(cfg: BrowserConfig) -> Launched:
     with open(run_dir / "chromium.log", "wb") as errlog:
         try:
             proc = popen_tied(argv, stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog,
-                              env=browser_env(temp), cwd=run_dir)
+                              env=browser_env(temp, policy), cwd=run_dir)
         except OSError as e:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise BrowserUnavailable(f"cannot start {exe}: {e.strerror}: {INSTALL_HINT}"
