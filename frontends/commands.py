@@ -212,8 +212,8 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
     state = "" if path.exists() else ", not found: models come from -m or $GA_MODEL"
     print(f"config: {path} ({source}{state})")
     if cfg.path:
-        from memory.working import Settings
         from llmcore.config import tools_settings
+        from memory.working import Settings
 
         Settings.from_dict(cfg.agent, cfg.path)
         tools_settings(cfg)
