@@ -28,6 +28,8 @@ COMPACT_PATH_CHARS = 60  # a longer path is cut in the middle on the tool line
 CLEAN_CODE_MAX_LINES = 6
 CLEAN_CODE_PREVIEW_LINES = 5
 BAD_JSON_PREVIEW_CHARS = 200
+CUT_CALL = ("; the reply was cut off at max_tokens, so this call is incomplete: make it "
+            "smaller (e.g. write a long file in parts with file_write mode=append)")
 RESERVED_TOOLS = ("no_tool",)  # the runtime runs these itself; a model call is unknown
 MAX_CALLS_PER_TURN = 32  # tool calls of one reply that run; the rest get an error result
 TOO_MANY_CALLS = ("[Error] not run: a reply may make at most {n} tool calls and yours made "
@@ -213,6 +215,8 @@ def _parse_calls(response) -> list[dict]:
             error = None if isinstance(args, dict) else f"expected an object, got {args!r:.40}"
         except json.JSONDecodeError as e:
             error = str(e)
+        if error and response.stop_reason == "max_tokens":
+            error += CUT_CALL
         if error:
             calls.append({"tool_name": "bad_json", "id": tc.id, "called": name,
                           "args": {"name": name, "raw": raw, "error": error}})

@@ -145,7 +145,7 @@ class OpenAIChat:
         resp.tool_calls = [ToolCall.make(c["id"] or f"call_{uuid.uuid4().hex[:12]}",
                                          c["name"], "".join(c["args"]))
                            for _, c in sorted(calls.items(), key=lambda kv: kv[0] or 0)]
-        if resp.tool_calls:
+        if resp.tool_calls and resp.stop_reason != "max_tokens":  # a cut call stays "cut"
             resp.stop_reason = "tool_use"
 
 

@@ -114,6 +114,15 @@ def test_tool_arguments_with_raw_newlines_in_strings_are_accepted():
     assert "not valid JSON" not in client.calls[1]["messages"][0]["content"]
 
 
+def test_a_call_cut_at_max_tokens_says_so():
+    script = [{"tool_calls": [{"name": "echo", "raw_args": '{"text": "a long'}],
+               "stop_reason": "max_tokens"}, {"text": "ok"}]
+    _, _, client, handler = drive(script)
+    assert handler.seen == []
+    sent = client.calls[1]["messages"][0]["content"]
+    assert "not valid JSON" in sent and "cut off at max_tokens" in sent
+
+
 def test_non_object_json_arguments_are_bad_json_too():
     for raw in ("null", "[1, 2]", '"text"'):
         _, _, client, handler = drive([{"tool_calls": [{"name": "echo", "raw_args": raw}]},

@@ -298,3 +298,11 @@ def test_log_records_prompts_and_responses(home, llm_server):
     (log,) = (home / "logs").iterdir()
     text = log.read_text()
     assert "SYSTEM" in text and "Q?" in text and "the answer" in text and "file_read" in text
+
+
+def test_a_chat_tool_call_cut_at_max_tokens_keeps_that_stop_reason(home, llm_server):
+    client = client_for(home, llm_server)
+    llm_server.queue(Reply(tool_calls=[("file_write", '{"path": "a.txt", "content": "x')],
+                           stop="max_tokens"))
+    _, resp = run_chat(client, [{"role": "user", "content": "write"}], TOOLS)
+    assert resp.tool_calls and resp.stop_reason == "max_tokens"
