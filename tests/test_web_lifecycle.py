@@ -23,11 +23,12 @@ from ga import GenericAgent
 from llmcore.base import ConfigError
 from llmcore.scripted import ScriptedClient
 from llmcore.secrets import EnvPolicy
+from tools.procs import OWNER_FILE, STALE_GRACE_SECONDS
 from tools.web import BrowserConfig, budget, web_calls
 from tools.web.browser import Browser
 from tools.web.cdp import Connection
 from tools.web.execute import web_execute_js
-from tools.web.launch import DEBIAN_CHROMIUM, attach_url
+from tools.web.launch import DEBIAN_CHROMIUM, RUN_PREFIX, SHORT_TMP, attach_url
 from tools.web.scan import web_scan
 
 __all__ = ["web_site"]
@@ -400,3 +401,32 @@ def test_an_agent_dropped_without_close_still_ends_its_browser(home, tmp_path):
     del agent
     gc.collect()
     assert wait_exit(launched.proc.pid) and not launched.run_dir.exists()
+
+
+@pytest.fixture
+def long_temp(short_temp):
+    """A temp dir too long for Chromium's socket path (like macOS's default $TMPDIR)."""
+    path = short_temp / ("t" * 88)
+    path.mkdir()
+    return path
+
+
+def test_a_run_folder_outside_a_long_temp_dir_goes_when_the_runtime_is_killed(tmp_path,
+                                                                               long_temp):
+    need_browser()
+    left = Path(tempfile.mkdtemp(prefix=RUN_PREFIX, dir=SHORT_TMP))  # by a killed runtime
+    (left / OWNER_FILE).write_text(str(long_temp / "ga-run-1-gone"), encoding="utf-8")
+    old = time.time() - 2 * STALE_GRACE_SECONDS
+    os.utime(left, (old, old))
+    env = ga_env(tmp_path, long_temp)
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    info = json.loads(proc.stdout.readline())
+    run_dir = Path(info["run_dir"])
+    assert run_dir.parent == SHORT_TMP and (run_dir / "profile").is_dir()
+    assert not left.exists()  # swept by this start
+    proc.kill()
+    proc.wait(timeout=10)
+    assert wait_exit(info["browser"])
+    wait_cleaned(info["runtime"])
+    assert not run_dir.exists() and not Path(info["runtime"]).exists()

@@ -15,8 +15,9 @@ announces each tied group on it (a write of a few bytes, nothing on disk). The k
 closes the pipe when the runtime exits — normally, on a signal, on SIGKILL, whichever
 thread started the child — and the watchdog then ends every group still announced
 (SIGTERM, SIGKILL after ``TERM_GRACE_SECONDS``) and removes the runtime's private temp dir
-(``runtime_dir()``). A temp dir left by a runtime whose watchdog died too is swept when the
-next runtime starts.
+(``runtime_dir()``) with the folders it owns elsewhere (``owned_dir()``: a short path for
+a unix socket). A temp dir left by a runtime whose watchdog died too is swept when the next
+runtime starts; an owned folder, when the next one is made.
 
 By design, not tied: a process that leaves its group (``setsid``, a daemonising server) —
 that is how the model starts a service meant to outlive ``ga``. ``popen_detached`` starts
@@ -61,6 +62,8 @@ TIED_DIR = "tied"  # groups tied from other processes (ga --bg): name = id, text
 TERM_GRACE_SECONDS = 0.5  # SIGTERM, then SIGKILL this long after
 GONE_POLL_SECONDS = 0.02  # the watchdog re-checks ended groups this often within the grace
 STALE_GRACE_SECONDS = 5.0  # a runtime dir younger than this is never swept (being created)
+OWNED_DIR = "owned"  # folders outside the runtime dir removed with it: one file each, its path
+OWNER_FILE = ".ga-runtime"  # in such a folder: the runtime dir that owns it
 
 _RUNTIMES: dict[int, _Runtime] = {}  # registry: this process's runtime, by pid (fork-safe)
 _RUNTIMES_LOCK = threading.Lock()
@@ -94,6 +97,34 @@ def popen_detached(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen:
 def runtime_dir() -> Path:
     """This runtime's private temp dir, removed when the runtime ends, however it ends."""
     return _runtime().dir
+
+
+def owned_dir(parent: Path, prefix: str) -> Path:
+    """A new folder in ``parent``, outside ``runtime_dir()`` (for a path that must stay
+    short, like a unix socket's), removed with the runtime however it ends: by its watchdog,
+    or by a later ``sweep_owned``. Stale folders of ``prefix`` there are swept first."""
+    runtime = _runtime()
+    sweep_owned(parent, prefix)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    (path / OWNER_FILE).write_text(str(runtime.dir), encoding="utf-8")
+    (runtime.dir / OWNED_DIR / path.name).write_text(str(path), encoding="utf-8")
+    return path
+
+
+def sweep_owned(parent: Path, prefix: str) -> None:
+    """Remove the ``owned_dir`` folders of ``prefix`` in ``parent`` whose runtime is gone."""
+    now = time.time()
+    for path in parent.glob(f"{prefix}*"):
+        try:
+            if now - path.stat().st_mtime < STALE_GRACE_SECONDS:
+                continue
+            owner = Path((path / OWNER_FILE).read_text(encoding="utf-8"))
+        except FileNotFoundError:  # its runtime died before it could say whose it was
+            owner = None
+        except OSError:
+            continue  # another user's, or just gone
+        if owner is None or _lock_is_free(owner / LOCK_NAME):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def tied_groups() -> set[int]:
@@ -142,6 +173,23 @@ def sweep_stale(tmp: Path) -> None:
         except OSError:
             continue
         if _lock_is_free(path / LOCK_NAME):
+            _remove_owned(path)
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_owned(run_dir: Path) -> None:
+    """Remove the folders a runtime dir owns outside itself (``owned_dir``)."""
+    try:
+        entries = list((run_dir / OWNED_DIR).iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            path = Path(entry.read_text(encoding="utf-8"))
+            owner = (path / OWNER_FILE).read_text(encoding="utf-8")
+        except OSError:
+            continue  # already removed with its browser
+        if owner == str(run_dir):
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -156,6 +204,7 @@ class _Runtime:
         self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{self.pid}-", dir=tmp))
         self._lock_fd = _hold_lock(self.dir / LOCK_NAME)
         (self.dir / TIED_DIR).mkdir()
+        (self.dir / OWNED_DIR).mkdir()
         self.groups: set[int] = set()
         self.watchdog: subprocess.Popen | None = None
 
@@ -322,6 +371,7 @@ def _watch(run_dir: Path) -> None:
     except OSError:
         pass  # a broken pipe ends the runtime's life just the same
     end_tied_groups({**_registered_files(run_dir), **groups})
+    _remove_owned(run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)
 
 

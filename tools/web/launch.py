@@ -24,7 +24,7 @@ from typing import Any
 
 from llmcore.base import ConfigError
 from llmcore.secrets import EnvPolicy
-from tools.procs import end_group, popen_tied, release, runtime_dir
+from tools.procs import end_group, owned_dir, popen_tied, release, runtime_dir, sweep_owned
 
 log = logging.getLogger("ga.web")
 
@@ -42,6 +42,8 @@ LOG_TAIL_CHARS = 600
 PORT_FILE = re.compile(r"(\d+)\n(/devtools/browser/[0-9a-f-]{36})")
 SOCKET_PATH_MAX = 107  # bytes of a unix socket path (sun_path less its NUL)
 SOCKET_SUFFIX_CHARS = len("/org.chromium.Chromium.123456/SingletonSocket")
+SHORT_TMP = Path("/tmp")  # the run folder's place when the runtime's temp dir is too long
+RUN_PREFIX = "ga-chromium-"
 FLAGS = (
     "--disable-gpu", "--disable-quic", "--no-first-run", "--no-default-browser-check",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -225,12 +227,15 @@ def _run_dirs() -> tuple[Path, Path]:
     """The run folder (profile, log) and Chromium's TMPDIR, both removed with the runtime's
     temp dir however the runtime ends. Chromium puts a unix socket in its TMPDIR and a
     socket path has at most 107 bytes: a runtime dir too long for that gives way to a run
-    folder in /tmp (which outlives a killed runtime)."""
+    folder in /tmp that the runtime owns (``owned_dir``: removed with it, and swept by a
+    later start if it was left)."""
     runtime = runtime_dir()
-    if len(str(runtime)) + SOCKET_SUFFIX_CHARS <= SOCKET_PATH_MAX or not os.access("/tmp",
-                                                                                os.W_OK):
-        return Path(tempfile.mkdtemp(prefix="ga-chromium-", dir=runtime)), runtime
-    run_dir = Path(tempfile.mkdtemp(prefix="ga-chromium-", dir="/tmp"))
+    if not os.access(SHORT_TMP, os.W_OK):
+        return Path(tempfile.mkdtemp(prefix=RUN_PREFIX, dir=runtime)), runtime
+    if len(str(runtime)) + SOCKET_SUFFIX_CHARS <= SOCKET_PATH_MAX:
+        sweep_owned(SHORT_TMP, RUN_PREFIX)  # left by a killed runtime with a longer temp dir
+        return Path(tempfile.mkdtemp(prefix=RUN_PREFIX, dir=runtime)), runtime
+    run_dir = owned_dir(SHORT_TMP, RUN_PREFIX)
     return run_dir, run_dir
 
 
