@@ -373,8 +373,14 @@ def environ(pid: int) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
 
 
-def test_the_launched_browser_gets_the_childrens_env_policy(home, tmp_path, monkeypatch):
+def test_the_launched_browser_gets_the_childrens_env_and_writes_nothing_in_home(
+        home, tmp_path, monkeypatch, web_site):
     need_browser()
+    real_home = tmp_path / "real-home"
+    real_home.mkdir()
+    monkeypatch.setenv("HOME", str(real_home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("SHOP_API_TOKEN", "tok-" + "s" * 24)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-" + "k" * 24)
     monkeypatch.setenv("CORP_GATEWAY", "dropped-by-tools.env_drop")
@@ -383,7 +389,7 @@ def test_the_launched_browser_gets_the_childrens_env_policy(home, tmp_path, monk
     policy = EnvPolicy(drop={"CORP_GATEWAY"}, keep={"GH_TOKEN"})
     agent = GenericAgent(ScriptedClient([]), home=home, cwd=tmp_path, env_policy=policy)
     try:
-        agent.browser.tab()
+        web_execute_js(agent.browser, f"location.href = '{web_site('/nav1.html')}'")
         launched = agent.browser.launched
         env = environ(launched.proc.pid)
     finally:
@@ -391,6 +397,9 @@ def test_the_launched_browser_gets_the_childrens_env_policy(home, tmp_path, monk
     assert not {"SHOP_API_TOKEN", "ANTHROPIC_API_KEY", "CORP_GATEWAY"} & set(env)
     assert env["GH_TOKEN"] == "kept-by-tools.env_keep" and env["GA_PLAIN_SETTING"] == "passes"
     assert Path(env["TMPDIR"]) in (launched.run_dir, launched.run_dir.parent)
+    assert Path(env["XDG_CONFIG_HOME"]).parent == Path(env["HOME"])
+    assert Path(env["HOME"]).is_relative_to(launched.run_dir)
+    assert list(real_home.rglob("*")) == []  # no crash reports, dconf or caches there
 
 
 def test_an_agent_dropped_without_close_still_ends_its_browser(home, tmp_path):

@@ -47,11 +47,14 @@ RUN_PREFIX = "ga-chromium-"
 FLAGS = (
     "--disable-gpu", "--disable-quic", "--no-first-run", "--no-default-browser-check",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-default-apps", "--disable-breakpad", "--password-store=basic",
+    "--disable-default-apps", "--disable-breakpad", "--disable-crash-reporter",
+    "--password-store=basic",
     "--disable-blink-features=AutomationControlled", "--disable-background-timer-throttling",
     "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows",
     "--remote-debugging-port=0",
 )
+XDG_DIRS = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache",
+            "XDG_DATA_HOME": ".local/share", "XDG_STATE_HOME": ".local/state"}
 PROFILE_IN_USE = " (is the profile {} open in another browser?)"
 INSTALL_HINT = (
     "install Chromium (Debian/Ubuntu: apt-get install chromium), or name a Chrome/Chromium "
@@ -156,9 +159,18 @@ def _window_size(path: str | None, where: str, value: Any) -> tuple[int, int]:
 
 
 # ---- launching ---------------------------------------------------------------------------
-def browser_env(temp: Path, policy: EnvPolicy) -> dict[str, str]:
-    """The children's environment (``policy``), Chromium's temp files where they are cleaned up."""
-    return {**policy.child_env(), "TMPDIR": str(temp)}
+def browser_env(run_dir: Path, temp: Path, policy: EnvPolicy) -> dict[str, str]:
+    """The children's environment (``policy``) with Chromium's temp files, home and XDG
+    folders (crash reports, dconf, caches) in its run folder, removed with it."""
+    env = policy.child_env()
+    home = run_dir / "home"
+    if "XAUTHORITY" not in env and "HOME" in env:  # a display's key is found through HOME
+        xauth = Path(env["HOME"], ".Xauthority")
+        if xauth.is_file():
+            env["XAUTHORITY"] = str(xauth)
+    env.update({"TMPDIR": str(temp), "HOME": str(home)})
+    env.update({var: str(home / sub) for var, sub in XDG_DIRS.items()})
+    return env
 
 
 @dataclass
@@ -213,7 +225,7 @@ def launch(cfg: BrowserConfig, policy: EnvPolicy) -> Launched:
     with open(run_dir / "chromium.log", "wb") as errlog:
         try:
             proc = popen_tied(argv, stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog,
-                              env=browser_env(temp, policy), cwd=run_dir)
+                              env=browser_env(run_dir, temp, policy), cwd=run_dir)
         except OSError as e:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise BrowserUnavailable(f"cannot start {exe}: {e.strerror}: {INSTALL_HINT}"
