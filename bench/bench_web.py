@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -97,7 +98,7 @@ def bare_start_s() -> float:
     took = time.perf_counter() - started
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    subprocess.run(["rm", "-rf", str(profile)], check=False)
+    shutil.rmtree(profile, ignore_errors=True)
     return took
 
 
@@ -166,6 +167,13 @@ def main() -> int:
         print(f"no browser: {reason}", file=sys.stderr)
         return 2
     folder = Path(tempfile.mkdtemp(prefix="bench-web-"))
+    try:
+        return measure(folder, runs)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def measure(folder: Path, runs: int) -> int:
     pages = write_pages(folder)
     base = serve(folder)
     bare = bare_start_s()

@@ -217,17 +217,18 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
 
         Settings.from_dict(cfg.agent, cfg.path)
         tools_settings(cfg)
-    print_browser(cfg)
-    problems = [line for line in print_profiles(cfg, args.model) if line]
+    problems = print_browser(cfg)
+    problems += [line for line in print_profiles(cfg, args.model) if line]
     for line in problems:
         print(f"problem: {line}")
     print("ok" if not problems else f"{len(problems)} problem(s)")
     return EXIT_PROBLEMS if problems else EXIT_OK
 
 
-def print_browser(cfg: Config) -> None:
-    """The browser the web tools would use, or why there is none (bad keys: ConfigError)."""
-    from tools.web import BrowserConfig, unavailable_reason
+def print_browser(cfg: Config) -> list[str]:
+    """The browser the web tools would use, or why there is none (bad keys: ConfigError);
+    returns the problems: a browser named (``browser.executable``, $GA_CHROMIUM) but missing."""
+    from tools.web import BrowserConfig, BrowserUnavailable, unavailable_reason
 
     browser = BrowserConfig.from_dict(cfg.browser, cfg.path)
     reason = unavailable_reason(browser)
@@ -237,6 +238,13 @@ def print_browser(cfg: Config) -> None:
         print(f"browser: attach to {browser.cdp_url or 'http://127.0.0.1:9222'}")
     else:
         print(f"browser: launch {browser.find_executable()}")
+    if browser.attach or not browser.named_executable():
+        return []
+    try:
+        browser.find_executable()
+    except BrowserUnavailable as e:
+        return [str(e)]
+    return []
 
 
 def print_profiles(cfg: Config, model: str | None) -> list[str]:

@@ -3,9 +3,11 @@ alone, a crash or a missing browser reported to the model (SPEC §9)."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -23,10 +25,10 @@ from ga import GenericAgent
 from llmcore.base import ConfigError
 from llmcore.scripted import ScriptedClient
 from llmcore.secrets import EnvPolicy
-from tools.procs import OWNER_FILE, STALE_GRACE_SECONDS
-from tools.web import BrowserConfig, budget, web_calls
+from tools.procs import OWNER_FILE, STALE_GRACE_SECONDS, end_group, popen_tied, release
+from tools.web import BrowserConfig, budget, unavailable_reason, web_calls
 from tools.web.browser import Browser
-from tools.web.cdp import Connection
+from tools.web.cdp import Connection, ConnectionLost
 from tools.web.execute import web_execute_js
 from tools.web.launch import DEBIAN_CHROMIUM, RUN_PREFIX, SHORT_TMP, attach_url
 from tools.web.scan import web_scan
@@ -154,30 +156,53 @@ def test_browser_dies_and_its_files_go_when_the_runtime_is_killed(tmp_path, shor
     assert os.listdir(env["TMPDIR"]) == []  # no org.chromium.* left either
 
 
+USER_FLAGS = ("--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--no-sandbox",
+              "--remote-debugging-port=0")
+PORT_WAIT = 20.0
+
+
+@contextlib.contextmanager
+def user_chromium(profile: Path, url: str):
+    """A Chromium as a user starts it, with --remote-debugging-port: yields (process, its
+    http://127.0.0.1:port). Tied to this test run and ended on the way out, whatever
+    happened in between."""
+    argv = [os.environ.get("GA_CHROMIUM") or DEBIAN_CHROMIUM, *USER_FLAGS,
+            f"--user-data-dir={profile}", url]
+    proc = popen_tied(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                      env={**os.environ, "TMPDIR": str(profile)})
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + PORT_WAIT
+        while len(port_file.exists() and port_file.read_text().split() or []) != 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "no DevTools port"
+            time.sleep(0.02)  # the browser writes this file once it listens
+        yield proc, f"http://127.0.0.1:{port_file.read_text().split()[0]}"
+    finally:
+        end_group(proc)
+        proc.wait()
+        release(proc)
+
+
 @pytest.fixture
 def users_browser(short_temp, web_site):
     """A Chromium the user started with --remote-debugging-port, with two tabs."""
     need_browser()
-    profile = short_temp
-    argv = [os.environ.get("GA_CHROMIUM") or DEBIAN_CHROMIUM, "--headless", "--disable-gpu",
-            "--no-first-run", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-sandbox", f"--user-data-dir={profile}",
-            "--remote-debugging-port=0", web_site("/nav1.html")]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, env={**os.environ, "TMPDIR": str(profile)})
-    port_file = profile / "DevToolsActivePort"
-    deadline = time.monotonic() + 20
-    while proc.poll() is None and time.monotonic() < deadline:
-        if len(port_file.exists() and port_file.read_text().split() or []) == 2:
-            break
-        time.sleep(0.02)  # the browser writes this file once it listens
-    url = f"http://127.0.0.1:{port_file.read_text().split()[0]}"
-    user = Connection(attach_url(url))
-    user.call("Target.createTarget", {"url": web_site("/nav2.html")})  # in front
-    yield proc, url, user
-    user.close()
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    with user_chromium(short_temp, web_site("/nav1.html")) as (proc, url):
+        user = Connection(attach_url(url))
+        try:
+            user.call("Target.createTarget", {"url": web_site("/nav2.html")})  # in front
+            yield proc, url, user
+        finally:
+            user.close()
+
+
+def test_the_users_browser_of_a_test_ends_even_when_its_setup_fails(short_temp):
+    need_browser()
+    with pytest.raises(ConnectionLost):
+        with user_chromium(short_temp, "about:blank") as (proc, url):
+            Connection(url.replace("http://", "ws://") + "/no-such-socket")
+    assert wait_exit(proc.pid) and proc.returncode is not None
 
 
 def page_targets(conn: Connection) -> list[tuple[str, str]]:
@@ -272,6 +297,14 @@ def test_a_browser_that_cannot_start_answers_with_a_hint_and_the_task_goes_on(ho
     assert len(told) == 1 and told[0].levelname == "WARNING"  # the user hears it once
 
 
+def test_without_the_browser_extra_the_hint_is_readmes_install_command(monkeypatch):
+    command = re.search(r'pip install -e "\.\[browser\]"', (ROOT / "README.md").read_text())
+    monkeypatch.setitem(sys.modules, "websocket", None)
+    assert command.group(0) in unavailable_reason(BrowserConfig())
+    with pytest.raises(ConnectionLost, match=re.escape(command.group(0))):
+        Connection("ws://127.0.0.1:9/devtools/browser/x")
+
+
 def test_executable_comes_from_config_then_ga_chromium(monkeypatch, tmp_path):
     monkeypatch.setenv("GA_CHROMIUM", str(tmp_path / "env-chromium"))
     assert "$GA_CHROMIUM" in BrowserConfig().unavailable_reason()
@@ -328,8 +361,24 @@ def test_config_check_names_the_browser_or_a_bad_browser_key(tmp_path, capsys, m
     assert main(["--config", str(cfg), "config", "check"]) == 2
     assert "browser.headless" in capsys.readouterr().err
     cfg.write_text(yaml.safe_dump({"browser": {}}))
-    main(["--config", str(cfg), "config", "check"])
-    assert "browser: none, the web tools are not offered: $GA_CHROMIUM" in capsys.readouterr().out
+    assert main(["--config", str(cfg), "config", "check"]) == 1
+    out = capsys.readouterr().out
+    assert "browser: none, the web tools are not offered: $GA_CHROMIUM" in out
+    assert "problem: $GA_CHROMIUM names" in out
+
+
+def test_config_check_reports_a_browser_executable_that_does_not_exist(tmp_path, capsys,
+                                                                       monkeypatch):
+    from frontends.cli import main
+
+    monkeypatch.delenv("GA_CHROMIUM", raising=False)
+    missing = tmp_path / "opt" / "chrome"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"browser": {"executable": str(missing)}}))
+    assert main(["--config", str(cfg), "config", "check"]) == 1
+    out = capsys.readouterr().out
+    assert f"problem: browser.executable names {missing}, which is not an executable" in out
+    assert "\nok\n" not in out
 
 
 def test_budget_scales_with_the_context_window_and_splits_among_web_calls():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+from .cdp import EXTRA_HINT
 from .launch import INSTALL_HINT, BrowserConfig, BrowserUnavailable
 
 WEB_TOOLS = ("web_scan", "web_execute_js")
@@ -19,10 +20,9 @@ SCAN_CHARS = 35_000  # page text budget at the base context window
 EXEC_CHARS = 8_000  # web_execute_js result budget at the base context window
 BASE_CONTEXT = 35_000
 MAX_SCALE = 3.0
-EXTRA_HINT = "the browser extra is not installed: pip install 'genericagent[browser]'"
 
-__all__ = ["BrowserConfig", "BrowserUnavailable", "INSTALL_HINT", "WEB_TOOLS", "budget",
-           "reply_budget", "unavailable_reason", "web_calls"]
+__all__ = ["BrowserConfig", "BrowserUnavailable", "EXTRA_HINT", "INSTALL_HINT", "WEB_TOOLS",
+           "budget", "reply_budget", "unavailable_reason", "web_calls"]
 
 
 def budget(base: int, context_win: int | None = None, calls: int = 1) -> int:

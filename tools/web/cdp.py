@@ -20,6 +20,8 @@ CALL_TIMEOUT = 30.0  # seconds a CDP call may take unless the caller says otherw
 CONNECT_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 1.0  # seconds for the websocket's closing handshake
 READER_JOIN = 2.0  # seconds for the reader thread to end after the close
+EXTRA_HINT = ("the browser extra (websocket-client) is not installed: pip install -e "
+              "\".[browser]\" in a checkout, or pip install \"genericagent[browser]\"")
 
 Listener = Callable[[str, dict, "str | None"], None]
 
@@ -61,7 +63,7 @@ class Connection:
         self.url = ws_url
         websocket = websocket_module()
         if websocket is None:
-            raise ConnectionLost("websocket-client is missing: pip install 'genericagent[browser]'")
+            raise ConnectionLost(EXTRA_HINT)
         self._errors = (OSError, websocket.WebSocketException)
         try:
             self._ws = websocket.create_connection(

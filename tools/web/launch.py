@@ -100,9 +100,13 @@ class BrowserConfig:
             return self.headless
         return not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
+    def named_executable(self) -> str | None:
+        """The browser binary the user named (the config, else $GA_CHROMIUM), if any."""
+        return self.executable or os.environ.get(EXECUTABLE_ENV) or None
+
     def find_executable(self) -> str:
         """The browser binary to launch, or BrowserUnavailable saying what is missing."""
-        named = self.executable or os.environ.get(EXECUTABLE_ENV)
+        named = self.named_executable()
         if named:
             where = "browser.executable" if self.executable else f"${EXECUTABLE_ENV}"
             found = shutil.which(os.path.expanduser(named))
