@@ -238,16 +238,16 @@ class GenericAgentHandler(BaseHandler):
         """
         yield f"[Action] Scanning the browser{' tabs' if tabs_only else ' page'}\n"
         see = screenshot and getattr(self.parent.llmclient, "vision", True)
-        text, shot = scan.scan_page(
+        result, shot = scan.scan_page(
             self.parent.browser, tabs_only, switch_tab_id, text_only, viewport, screenshot=see,
             budget=web.reply_budget(web.SCAN_CHARS, self.parent.llmclient, response))
         images = [shot.block()] if shot else []
         if images:
-            text += "\n" + self.t("screenshot_shown", sent=pictures.describe(images[0]),
-                                  width=shot.original[0], height=shot.original[1])
-        elif screenshot and not see:
-            text += "\n" + self.t("screenshot_text_only")
-        return StepOutcome(text, next_prompt=self._anchor(_index), images=images)
+            result += "\n" + self.t("screenshot_shown", sent=pictures.describe(images[0]),
+                                    width=shot.original[0], height=shot.original[1])
+        elif screenshot and not see and isinstance(result, str):
+            result += "\n" + self.t("screenshot_text_only")
+        return StepOutcome(result, next_prompt=self._anchor(_index), images=images)
 
     @tool(aliases={"tab_id": "switch_tab_id", "code": "script"})
     def do_web_execute_js(self, script: str = "", switch_tab_id: str | None = None,

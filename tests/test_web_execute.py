@@ -11,6 +11,7 @@ from web_site import goto, web_browser, web_site
 
 from tools.web.execute import resolve_script, web_execute_js
 from tools.web.scan import web_scan
+from tools.web.tab import TERMINATE_WAIT
 
 __all__ = ["web_browser", "web_site"]
 
@@ -121,6 +122,26 @@ def test_runaway_script_is_terminated_and_the_tab_stays_usable(web_browser, web_
     assert r["status"] == "failed" and "terminated" in r["error"]
     assert web_execute_js(web_browser, "6 * 7", no_monitor=True)["js_return"] == 42
     assert "PAGE-ONE-BODY" in web_scan(web_browser)
+
+
+def test_a_script_awaiting_forever_ends_at_its_timeout(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    r = web_execute_js(web_browser, "await new Promise(r => {})", timeout=1, no_monitor=True)
+    assert r["status"] == "failed" and "timeout" in r["error"]
+    assert r["ms"] < (1 + TERMINATE_WAIT / 2) * 1000  # not a wait for the termination too
+    assert web_execute_js(web_browser, "6 * 7", no_monitor=True)["js_return"] == 42
+
+
+def test_a_script_that_closes_its_own_tab_is_told_so(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    opened = web_execute_js(web_browser, "document.querySelector('button').click()")
+    popup = opened["newTabs"][0]["id"]
+    r = web_execute_js(web_browser, "window.close(); 1", switch_tab_id=popup)
+    assert r["status"] == "success" and r["js_return"] == 1, r
+    assert "tab closed" in r["note"] and "error" not in r
+    meta = json.loads(web_scan(web_browser, tabs_only=True))
+    assert meta["status"] == "success"
+    assert popup not in [t["id"] for t in meta["metadata"]["tabs"]]
 
 
 def test_an_aborted_task_stops_the_running_script(web_browser, web_site):

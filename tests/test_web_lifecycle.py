@@ -1,14 +1,12 @@
-"""The browser's life: started lazily, never outliving the runtime, attached browsers left
-alone, a crash or a missing browser reported to the model (SPEC §9)."""
+"""The browser's life: started lazily, never outliving the runtime (its files neither),
+a crashed tab or browser reported to the model and recovered, a missing browser reported
+(SPEC §9)."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
-import re
-import select
 import shutil
 import signal
 import subprocess
@@ -19,59 +17,20 @@ from pathlib import Path
 
 import pytest
 import yaml
-from web_site import need_browser, web_site
+from web_site import EXIT_WAIT, goto, need_browser, running_with, short_temp, wait_exit, web_site
 
 from ga import GenericAgent
-from llmcore.base import ConfigError
 from llmcore.scripted import ScriptedClient
 from llmcore.secrets import EnvPolicy
-from tools.procs import OWNER_FILE, STALE_GRACE_SECONDS, end_group, popen_tied, release
-from tools.web import BrowserConfig, budget, unavailable_reason, web_calls
+from tools.procs import OWNER_FILE, STALE_GRACE_SECONDS
+from tools.web import BrowserConfig
 from tools.web.browser import Browser
-from tools.web.cdp import Connection, ConnectionLost
 from tools.web.execute import web_execute_js
-from tools.web.launch import DEBIAN_CHROMIUM, RUN_PREFIX, SHORT_TMP, attach_url
+from tools.web.launch import RUN_PREFIX, SHORT_TMP
 from tools.web.scan import web_scan
 
-__all__ = ["web_site"]
+__all__ = ["short_temp", "web_site"]
 ROOT = Path(__file__).resolve().parent.parent
-EXIT_WAIT = 10.0
-
-
-def running_with(marker: str) -> list[int]:
-    """Live (not zombie) processes whose command line mentions ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state != b"Z":
-            found.append(int(entry))
-    return found
-
-
-def wait_exit(pid: int, timeout: float = EXIT_WAIT) -> bool:
-    """Wait for any process to end, on its pidfd (no polling)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], timeout)[0])
-    finally:
-        os.close(fd)
-
-
-@pytest.fixture
-def short_temp():
-    """A temp dir with a short path (Chromium's socket paths must stay under 108 bytes)."""
-    path = Path(tempfile.mkdtemp(prefix="ga-test-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def ga_env(tmp_path: Path, temp: Path) -> dict:
@@ -156,72 +115,33 @@ def test_browser_dies_and_its_files_go_when_the_runtime_is_killed(tmp_path, shor
     assert os.listdir(env["TMPDIR"]) == []  # no org.chromium.* left either
 
 
-USER_FLAGS = ("--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--no-sandbox",
-              "--remote-debugging-port=0")
-PORT_WAIT = 20.0
+def renderers(browser: Browser) -> list[int]:
+    """The renderer processes of a launched browser (its process group)."""
+    pgid = browser.launched.proc.pid
+    return [pid for pid in running_with("--type=renderer") if os.getpgid(pid) == pgid]
 
 
-@contextlib.contextmanager
-def user_chromium(profile: Path, url: str):
-    """A Chromium as a user starts it, with --remote-debugging-port: yields (process, its
-    http://127.0.0.1:port). Tied to this test run and ended on the way out, whatever
-    happened in between."""
-    argv = [os.environ.get("GA_CHROMIUM") or DEBIAN_CHROMIUM, *USER_FLAGS,
-            f"--user-data-dir={profile}", url]
-    proc = popen_tied(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                      env={**os.environ, "TMPDIR": str(profile)})
+def test_a_crashed_tab_is_said_so_and_loaded_again(web_site):
+    need_browser()
+    browser = Browser()
     try:
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + PORT_WAIT
-        while len(port_file.exists() and port_file.read_text().split() or []) != 2:
-            assert proc.poll() is None and time.monotonic() < deadline, "no DevTools port"
-            time.sleep(0.02)  # the browser writes this file once it listens
-        yield proc, f"http://127.0.0.1:{port_file.read_text().split()[0]}"
+        goto(browser, web_site("/nav1.html"))
+        for pid in renderers(browser):
+            os.kill(pid, signal.SIGKILL)
+        assert browser.wait_targets(lambda: browser.crashed, EXIT_WAIT)
+        out = web_scan(browser)
+        assert out.startswith('{"status": "success"') and "PAGE-ONE-BODY" in out
+        assert "had crashed" in out and "reloaded" in out
+        web_site.server.hooks["/crash"] = lambda: [os.kill(p, signal.SIGKILL)
+                                                   for p in renderers(browser)]
+        r = web_execute_js(browser, f"await fetch('{web_site('/crash')}'); "
+                           "await new Promise(r => setTimeout(r, 30000))")
+        assert r["status"] == "failed" and "crashed" in r["error"], r
+        assert "loaded again" in r["error"] and "timeout" not in r["error"]
+        r = web_execute_js(browser, "location.pathname", no_monitor=True)
+        assert r["status"] == "success" and r["js_return"] == "/nav1.html"
     finally:
-        end_group(proc)
-        proc.wait()
-        release(proc)
-
-
-@pytest.fixture
-def users_browser(short_temp, web_site):
-    """A Chromium the user started with --remote-debugging-port, with two tabs."""
-    need_browser()
-    with user_chromium(short_temp, web_site("/nav1.html")) as (proc, url):
-        user = Connection(attach_url(url))
-        try:
-            user.call("Target.createTarget", {"url": web_site("/nav2.html")})  # in front
-            yield proc, url, user
-        finally:
-            user.close()
-
-
-def test_the_users_browser_of_a_test_ends_even_when_its_setup_fails(short_temp):
-    need_browser()
-    with pytest.raises(ConnectionLost):
-        with user_chromium(short_temp, "about:blank") as (proc, url):
-            Connection(url.replace("http://", "ws://") + "/no-such-socket")
-    assert wait_exit(proc.pid) and proc.returncode is not None
-
-
-def page_targets(conn: Connection) -> list[tuple[str, str]]:
-    infos = conn.call("Target.getTargets")["targetInfos"]
-    return sorted((i["targetId"], i["url"]) for i in infos if i["type"] == "page")
-
-
-def test_attach_scans_the_visible_tab_and_leaves_the_browser_running(users_browser):
-    proc, url, user = users_browser
-    before = page_targets(user)
-    assert len(before) == 2
-    browser = Browser(BrowserConfig(cdp_url=url))
-    out = web_scan(browser)
-    assert "PAGE-TWO-BODY" in out and browser.launched is None
-    browser.close()
-    assert proc.poll() is None
-    assert page_targets(user) == before
-    infos = user.call("Target.getTargets")["targetInfos"]
-    assert not any(i["attached"] for i in infos if i["type"] == "page")  # nothing left on
+        browser.close()
 
 
 def test_a_kept_profile_survives_a_clean_close(short_temp, web_site):
@@ -291,110 +211,10 @@ def test_a_browser_that_cannot_start_answers_with_a_hint_and_the_task_goes_on(ho
     executed, scanned = [e["data"] for e in events if e["type"] == "tool_result"]
     assert executed["status"] == "failed" and "cannot open display" in executed["error"]
     assert "apt-get install chromium" in executed["error"]
-    assert json.loads(scanned)["status"] == "error" and "exited at start" in scanned
+    assert scanned["status"] == "error" and "exited at start" in scanned["msg"]
     assert events[-1]["result"] == "CURRENT_TASK_DONE"
     told = [r for r in caplog.records if "cannot open display" in r.getMessage()]
     assert len(told) == 1 and told[0].levelname == "WARNING"  # the user hears it once
-
-
-def test_without_the_browser_extra_the_hint_is_readmes_install_command(monkeypatch):
-    command = re.search(r'pip install -e "\.\[browser\]"', (ROOT / "README.md").read_text())
-    monkeypatch.setitem(sys.modules, "websocket", None)
-    assert command.group(0) in unavailable_reason(BrowserConfig())
-    with pytest.raises(ConnectionLost, match=re.escape(command.group(0))):
-        Connection("ws://127.0.0.1:9/devtools/browser/x")
-
-
-def test_executable_comes_from_config_then_ga_chromium(monkeypatch, tmp_path):
-    monkeypatch.setenv("GA_CHROMIUM", str(tmp_path / "env-chromium"))
-    assert "$GA_CHROMIUM" in BrowserConfig().unavailable_reason()
-    fake = tmp_path / "my-chrome"
-    fake.write_text("#!/bin/sh\n")
-    fake.chmod(0o755)
-    assert BrowserConfig(executable=str(fake)).find_executable() == str(fake)
-    assert BrowserConfig(cdp_url="http://127.0.0.1:9").unavailable_reason() is None
-
-
-@pytest.mark.parametrize("section, field", [
-    ({"colour": "red"}, "browser.colour"),
-    ({"mode": "borrow"}, "browser.mode"),
-    ({"headless": "yes"}, "browser.headless"),
-    ({"cdp_url": "127.0.0.1:9222"}, "browser.cdp_url"),
-    ({"window_size": "big"}, "browser.window_size"),
-])
-def test_bad_browser_config_names_the_key(section, field):
-    with pytest.raises(ConfigError) as err:
-        BrowserConfig.from_dict(section, "config.yaml")
-    assert err.value.field == field
-
-
-def test_browser_config_values(monkeypatch):
-    cfg = BrowserConfig.from_dict({"window_size": "1024x768", "cdp_url": "ws://h:1/x"})
-    assert cfg.window_size == (1024, 768) and cfg.attach
-    assert not BrowserConfig.from_dict({"mode": "launch", "cdp_url": "ws://h:1/x"}).attach
-    monkeypatch.delenv("DISPLAY", raising=False)
-    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    assert BrowserConfig().is_headless() and not BrowserConfig(headless=False).is_headless()
-
-
-def test_bad_browser_config_exits_2_naming_file_and_key(tmp_path, capsys):
-    from frontends.cli import main
-
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump({"browser": {"mode": "borrow"}}), encoding="utf-8")
-    script = tmp_path / "s.yaml"
-    script.write_text(yaml.safe_dump([{"text": "hi"}]), encoding="utf-8")
-    assert main(["--config", str(cfg), "-m", f"scripted:{script}", "hi"]) == 2
-    err = capsys.readouterr().err
-    assert str(cfg) in err and "browser.mode" in err
-
-
-def test_config_check_names_the_browser_or_a_bad_browser_key(tmp_path, capsys, monkeypatch):
-    from frontends.cli import main
-
-    monkeypatch.setenv("GA_CHROMIUM", str(tmp_path / "no-chromium"))
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump({"browser": {"cdp_url": "http://127.0.0.1:9333"}}))
-    main(["--config", str(cfg), "config", "check"])
-    assert "browser: attach to http://127.0.0.1:9333" in capsys.readouterr().out
-    cfg.write_text(yaml.safe_dump({"browser": {"headless": "no"}}))
-    assert main(["--config", str(cfg), "config", "check"]) == 2
-    assert "browser.headless" in capsys.readouterr().err
-    cfg.write_text(yaml.safe_dump({"browser": {}}))
-    assert main(["--config", str(cfg), "config", "check"]) == 1
-    out = capsys.readouterr().out
-    assert "browser: none, the web tools are not offered: $GA_CHROMIUM" in out
-    assert "problem: $GA_CHROMIUM names" in out
-
-
-def test_config_check_reports_a_browser_executable_that_does_not_exist(tmp_path, capsys,
-                                                                       monkeypatch):
-    from frontends.cli import main
-
-    monkeypatch.delenv("GA_CHROMIUM", raising=False)
-    missing = tmp_path / "opt" / "chrome"
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump({"browser": {"executable": str(missing)}}))
-    assert main(["--config", str(cfg), "config", "check"]) == 1
-    out = capsys.readouterr().out
-    assert f"problem: browser.executable names {missing}, which is not an executable" in out
-    assert "\nok\n" not in out
-
-
-def test_budget_scales_with_the_context_window_and_splits_among_web_calls():
-    assert budget(35_000) == 35_000
-    assert budget(35_000, context_win=70_000) == 70_000
-    assert budget(35_000, context_win=1_000_000) == 105_000
-    assert budget(35_000, context_win=8_000) == 35_000
-    assert budget(8_000, context_win=35_000, calls=2) == 4_000
-
-    class Call:
-        def __init__(self, name):
-            self.function = type("F", (), {"name": name})()
-
-    reply = type("R", (), {"tool_calls": [Call("web_scan"), Call("code_run"),
-                                          Call("web_execute_js")]})()
-    assert web_calls(reply) == 2 and web_calls(None) == 1
 
 
 def test_agent_runs_web_tools_and_closes_its_browser(run_agent, web_site):
@@ -479,12 +299,15 @@ def test_a_run_folder_outside_a_long_temp_dir_goes_when_the_runtime_is_killed(tm
     env = ga_env(tmp_path, long_temp)
     proc = subprocess.Popen([sys.executable, "-c", HOLDER], env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    info = json.loads(proc.stdout.readline())
-    run_dir = Path(info["run_dir"])
-    assert run_dir.parent == SHORT_TMP and (run_dir / "profile").is_dir()
-    assert not left.exists()  # swept by this start
-    proc.kill()
-    proc.wait(timeout=10)
+    try:
+        info = json.loads(proc.stdout.readline())
+        run_dir = Path(info["run_dir"])
+        assert run_dir.parent == SHORT_TMP and (run_dir / "profile").is_dir()
+        assert not left.exists()  # swept by this start
+    finally:
+        shutil.rmtree(left, ignore_errors=True)
+        proc.kill()
+        proc.wait(timeout=10)
     assert wait_exit(info["browser"])
     wait_cleaned(info["runtime"])
     assert not run_dir.exists() and not Path(info["runtime"]).exists()

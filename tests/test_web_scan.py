@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from web_site import PARAGRAPHS, SECRET_PASSWORD, goto, web_browser, web_site
+from web_site import LONG_TITLE, PARAGRAPHS, SECRET_PASSWORD, goto, web_browser, web_site
 
 from tools.web.execute import web_execute_js
 from tools.web.scan import web_scan
@@ -110,6 +110,18 @@ def test_open_shadow_root_is_inlined_with_its_slotted_content(web_browser, web_s
     assert re.search(r'\[\d+\]button "Shadow button"', text)
 
 
+def test_text_only_keeps_the_form_state_in_plain_words(web_browser, web_site):
+    goto(web_browser, web_site("/form.html"))
+    web_execute_js(web_browser, "document.querySelector('textarea').value = 'typed in'")
+    _, text = scan(web_browser, text_only=True)
+    assert SECRET_PASSWORD not in text and not re.search(r"\[\d+\]", text)
+    assert "Email address: ann@example.com" in text and "Password: ••••" in text
+    assert "[x] Remember me" in text and "[ ] Send newsletter" in text
+    assert "Colour: Green" in text and "Notes: typed in" in text
+    assert "Coupon: (empty) (disabled)" in text and "Cancel" in text
+    assert text.count("Remember me") == 1
+
+
 def test_text_only_has_no_markers(web_browser, web_site):
     goto(web_browser, web_site("/nav1.html"))
     _, text = scan(web_browser, text_only=True)
@@ -127,7 +139,7 @@ def test_tabs_only_lists_tabs_without_the_page(web_browser, web_site):
 
 def test_unknown_tab_id_is_an_error_listing_the_tabs(web_browser, web_site):
     goto(web_browser, web_site("/nav1.html"))
-    meta = json.loads(web_scan(web_browser, switch_tab_id="99"))
+    meta = web_scan(web_browser, switch_tab_id="99")
     assert meta["status"] == "error"
     assert "no tab '99'" in meta["msg"] and "/nav1.html" in meta["msg"]
     result = web_execute_js(web_browser, "1", switch_tab_id="99")
@@ -151,3 +163,49 @@ def test_no_tab_left_opens_one(web_browser, web_site):
     assert meta["status"] == "success", meta
     assert meta["metadata"]["tabs_count"] == 1
     assert "about:blank" in text.splitlines()[0]
+
+
+def test_a_page_that_replaces_builtins_is_read_all_the_same(web_browser, web_site):
+    goto(web_browser, web_site("/tampered.html"))
+    _, text = scan(web_browser)
+    assert "TAMPERED-TEXT" in text
+    n = re.search(r'\[(\d+)\]button "Tampered button"', text).group(1)
+    r = web_execute_js(web_browser, "[1, 2, 3]", no_monitor=True)
+    assert r["js_return"] == [1, 2, 3]
+    r = web_execute_js(web_browser, "({a: 1, b: [true, 'x'], p: document.querySelector('p'),"
+                       " m: new Map([['k', 2]])})")
+    assert r["js_return"] == {"a": 1, "b": [True, "x"], "p": "<p>TAMPERED-TEXT</p>",
+                              "m": [["k", 2]]}
+    r = web_execute_js(web_browser, f"ga({n}).textContent = 'Pressed'; ga({n}).textContent")
+    assert r["js_return"] == "Pressed" and "Pressed" in r["changes"]["text"]
+
+
+def test_text_hidden_by_style_is_not_read(web_browser, web_site):
+    goto(web_browser, web_site("/unseen.html"))
+    _, text = scan(web_browser)
+    assert "UNSEEN" not in text, text
+    for seen in ("SEEN-TEXT", "SEEN-WHITE-ON-BLACK", "SEEN-OVER-IMAGE", "SEEN-FADING-IN",
+                 "SEEN-LIGHT-GREY"):
+        assert seen in text, seen
+    assert re.search(r'\[\d+\]checkbox \[x\] "SEEN-STYLED-BOX"', text)
+    assert re.search(r"\[\d+\]link -> /x", text)  # the link is there, its hidden text not
+    _, plain = scan(web_browser, text_only=True)
+    assert "UNSEEN" not in plain and "SEEN-TEXT" in plain
+
+
+def test_content_a_timer_draws_just_after_the_load_is_waited_for(web_browser, web_site):
+    goto(web_browser, web_site("/timer.html"))
+    _, text = scan(web_browser)
+    assert "TIMER-CONTENT-DRAWN" in text and "Waiting" not in text
+
+
+def test_a_huge_title_is_cut_in_the_tab_list_and_the_page_line(web_browser, web_site):
+    moved = goto(web_browser, web_site("/long-title.html"))
+    assert len(moved["navigated"]["title"]) <= 100
+    out = web_scan(web_browser, budget=5_000)
+    assert len(out) < 6_000 and "LONG-TITLE-BODY" in out
+    meta, text = scan(web_browser)
+    assert all(len(t["title"]) <= 100 for t in meta["metadata"]["tabs"])
+    assert len(text.splitlines()[0]) < 300
+    r = web_execute_js(web_browser, "document.title.length", no_monitor=True)
+    assert r["js_return"] == LONG_TITLE + 4 and len(json.dumps(r)) < 1_000

@@ -3,15 +3,20 @@
 ``web_site`` serves ``PAGES`` (plus ``/slow-data``, answered after ``LATE_DELAY`` s, and
 ``/items.html?n=N``); ``web_browser`` is one real Chromium for a whole test module.
 Without a browser on the machine the tests that need one are skipped, saying why.
+``running_with``, ``wait_exit`` and ``short_temp`` look after the processes and folders.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
+import shutil
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Iterator
 from urllib.parse import parse_qs, urlparse
 
@@ -26,6 +31,8 @@ SHUTDOWN_POLL_SECONDS = 0.01
 SECRET_PASSWORD = "hunter2-secret"
 PARAGRAPHS = 150
 COLOUR = (200, 30, 40)  # the background of /colour.html, seen in its screenshots
+LONG_TITLE = 200_000  # chars of /long-title.html's title
+EXIT_WAIT = 10.0  # seconds a process is given to end
 
 
 def _page(title: str, body: str) -> str:
@@ -94,6 +101,45 @@ customElements.define('fancy-card', class extends HTMLElement {
 });
 </script>"""
 
+TAMPERED = """
+<p>TAMPERED-TEXT</p><button>Tampered button</button>
+<script>
+window.getComputedStyle = () => { throw new Error('gcs'); };
+Array.prototype.map = function () { return []; };
+Array.prototype.filter = function () { return []; };
+Array.from = () => [];
+Object.keys = () => [];
+Object.assign = () => ({});
+JSON.stringify = () => '"tampered"';
+Element.prototype.getBoundingClientRect = () => { throw new Error('rect'); };
+window.Set = function () { throw new Error('set'); };
+</script>"""
+
+UNSEEN = """
+<style>body { background: #fff; color: #222 } .fade { opacity: 0; transition: opacity 1s }</style>
+<p>SEEN-TEXT</p>
+<p style="opacity:0">UNSEEN-OPACITY</p>
+<div style="opacity:0"><span>UNSEEN-OPACITY-CHILD</span></div>
+<p style="font-size:0">UNSEEN-FONT-SIZE</p>
+<p style="color:#fff">UNSEEN-WHITE-ON-WHITE</p>
+<p style="color:#fbfbfb">UNSEEN-ALMOST-WHITE</p>
+<div style="background:#123"><p style="color:#123">UNSEEN-NAVY-ON-NAVY</p></div>
+<p style="color:transparent">UNSEEN-TRANSPARENT</p>
+<a href="/x" style="color:#fff">UNSEEN-LINK-TEXT</a>
+<div style="background:#000"><p style="color:#fff">SEEN-WHITE-ON-BLACK</p></div>
+<div style="position:relative"><div style="position:absolute;color:#fff">SEEN-OVER-IMAGE</div></div>
+<p class="fade">SEEN-FADING-IN</p>
+<label><input type="checkbox" checked style="opacity:0"> SEEN-STYLED-BOX</label>
+<p style="color:#f0f0f0">SEEN-LIGHT-GREY</p>"""
+
+TIMER = """
+<p id="status">Waiting</p>
+<script>
+addEventListener('load', () => setTimeout(() => {
+  document.getElementById('status').textContent = 'TIMER-CONTENT-DRAWN';
+}, 300));
+</script>"""
+
 PAGES = {
     "/article.html": _article(),
     "/form.html": _page("Form", FORM),
@@ -109,6 +155,10 @@ PAGES = {
     "/blank.html": _page("Blank", "<p>BLANK-PAGE</p>"),
     "/colour.html": _page("Colour", f"<style>html {{ background: rgb{COLOUR} }}</style>"
                           "<h1>COLOUR-PAGE</h1>"),
+    "/tampered.html": _page("Tampered", TAMPERED),
+    "/unseen.html": _page("Unseen", UNSEEN),
+    "/timer.html": _page("Timer", TIMER),
+    "/long-title.html": _page("T" * LONG_TITLE + "-END", "<p>LONG-TITLE-BODY</p>"),
 }
 
 
@@ -193,3 +243,39 @@ def goto(browser: Browser, url: str) -> dict:
     assert result["status"] == "success", result
     assert result["navigated"]["to"] == url, result
     return result
+
+
+def running_with(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line mentions ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def wait_exit(pid: int, timeout: float = EXIT_WAIT) -> bool:
+    """Wait for any process to end, on its pidfd (no polling)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def short_temp():
+    """A temp dir with a short path (Chromium's socket paths must stay under 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="ga-test-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

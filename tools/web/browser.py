@@ -1,6 +1,7 @@
 """The browser session behind the web tools: started or attached on first use, closed
 with the agent; tabs with short ids ("1", "2", … in first-seen order); per tab a CDP
 session that tracks navigation, requests and dialogs (accepted at once, never blocking).
+A tab whose renderer crashed is reloaded (or replaced) before it is used again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ from .tab import QUICK_TIMEOUT, Tab, WebError
 log = logging.getLogger("ga.web")
 
 HIDDEN_URLS = ("devtools://", "chrome-extension://")
+TITLE_CHARS = 100  # of a tab's title in tab lists
+CRASH_NOTE = ("the page in tab {tab} had crashed ({status}); it was loaded again ({how}): "
+              "what earlier scripts did to it is gone")
+
+
+def clip_title(title: str) -> str:
+    """A page title as tab lists show it: at most TITLE_CHARS."""
+    title = " ".join(str(title or "").split())
+    return title if len(title) <= TITLE_CHARS else title[:TITLE_CHARS - 1] + "…"
 
 
 def error_text(browser: Browser, error: Exception) -> str:
@@ -44,6 +54,7 @@ class Browser:
         self.sessions: dict[str, Tab] = {}
         self.created: list[str] = []  # page targets created since start, in order
         self.active: str | None = None
+        self.crashed: dict[str, str] = {}  # crashed page targets -> exit status
         self._lock = threading.RLock()
         self._state = threading.Condition()  # guards the registries; notified on changes
         self._last_error = ""
@@ -100,12 +111,14 @@ class Browser:
                 self.targets.clear()
                 self.tabs.clear()
                 self.sessions.clear()
+                self.crashed.clear()
                 self.active = None
 
     def _disconnect(self, conn: Connection, launched: Any) -> None:
         try:
             if launched is None:  # attached: leave the user's browser and tabs as they were
-                for session_id in list(self.sessions):
+                for session_id, tab in list(self.sessions.items()):
+                    tab.leave()
                     conn.call("Target.detachFromTarget", {"sessionId": session_id},
                               timeout=QUICK_TIMEOUT)
             elif not launched.temp_profile:  # the user's profile: let it close cleanly
@@ -133,6 +146,13 @@ class Browser:
             self._seen(params["targetInfo"], created=method == "Target.targetCreated")
         elif method == "Target.targetDestroyed":
             self._gone(params["targetId"])
+        elif method == "Target.targetCrashed":
+            with self._state:
+                self.crashed[params["targetId"]] = params.get("status", "")
+                tab = self.tabs.get(params["targetId"])
+                self._state.notify_all()
+            if tab is not None:
+                tab.mark_crashed(params.get("status", ""))
         elif method == "Target.detachedFromTarget":
             tab = self.sessions.pop(params.get("sessionId", ""), None)
             if tab is not None:
@@ -156,6 +176,7 @@ class Browser:
     def _gone(self, target: str) -> None:
         with self._state:
             self.targets.pop(target, None)
+            self.crashed.pop(target, None)
             tab = self.tabs.pop(target, None)
             self._state.notify_all()
         if tab is not None:
@@ -181,7 +202,7 @@ class Browser:
         url, title = info.get("url", ""), info.get("title", "")
         if title in (url, url.split("://", 1)[-1]):  # CDP's stand-in until the page says
             title = ""
-        return {"id": self.short[info["targetId"]], "url": url, "title": title}
+        return {"id": self.short[info["targetId"]], "url": url, "title": clip_title(title)}
 
     def title(self, short: str, fallback: str) -> str:
         """``document.title`` of an attached tab (CDP's title is the URL right after a
@@ -190,7 +211,7 @@ class Browser:
         if tab is None:
             return fallback
         try:
-            return tab.page_value("document.title", timeout=QUICK_TIMEOUT) or fallback
+            return clip_title(tab.page_value("document.title", timeout=QUICK_TIMEOUT)) or fallback
         except (WebError, CDPError):
             return fallback
 
@@ -212,14 +233,44 @@ class Browser:
                 if target is None:
                     listing = ", ".join(f'{t["id"]} {t["url"][:60]}' for t in self.tab_list())
                     raise WebError(f"no tab {switch_to!r}; open tabs: {listing or 'none'}")
-                tab = self._attached(target)
-                self.conn.call("Target.activateTarget", {"targetId": target})
-                tab.session.call("Page.bringToFront")
                 self.active = target
+                tab = self._usable(self._attached(target))
+                self.conn.call("Target.activateTarget", {"targetId": tab.target_id})
+                tab.session.call("Page.bringToFront")
                 return tab
             if self.active not in self.targets:
                 self.active = self._first_tab()
-            return self._attached(self.active)
+            return self._usable(self._attached(self.active))
+
+    def _usable(self, tab: Tab) -> Tab:
+        """``tab``, loaded again first if its renderer crashed (the model is told)."""
+        status = self.crashed.get(tab.target_id) or tab.crashed
+        if status:
+            tab, how = self.recover(tab)
+            self.notice = CRASH_NOTE.format(tab=tab.id, status=status, how=how)
+        return tab
+
+    def recover(self, tab: Tab) -> tuple[Tab, str]:
+        """Reload a crashed tab; when that fails, open its page in a new tab instead.
+        Returns the tab to use and how it was recovered."""
+        self.crashed.pop(tab.target_id, None)
+        try:
+            tab.reload()
+            return tab, "reloaded"
+        except (CDPError, WebError) as e:
+            log.info("reloading crashed tab %s failed (%s): opening a new one", tab.id, e)
+        url = tab.url or tab.target_url() or "about:blank"
+        target = self.conn.call("Target.createTarget", {"url": url})["targetId"]
+        self._seen({"type": "page", "targetId": target, "url": url}, created=False)
+        self.conn.send("Target.closeTarget", {"targetId": tab.target_id})
+        self.active = target
+        fresh = self._attached(target)
+        return fresh, f"in a new tab {fresh.id}"
+
+    def crash_report(self, tab: Tab, error: WebError) -> str:
+        """Recover a tab whose renderer crashed during a call: what the model is told."""
+        _, how = self.recover(tab)
+        return f"{error} during the call; it was loaded again ({how}): scan it before going on"
 
     def _sync_targets(self) -> None:
         """Bring the tab registry up to date now (events may still be on their way)."""

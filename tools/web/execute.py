@@ -1,9 +1,10 @@
 """``web_execute_js``: run the model's JavaScript in the page's main world (SPEC §9).
 
 The script runs with top-level ``await`` (``Runtime.evaluate`` in REPL mode) and ``ga(N)``
-bound to the elements of the last scan; the value of its last statement (or of a
-``return``) comes back serialized by the page-side helper. Around it: what changed in the
-DOM, a navigation it caused, tabs it opened and dialogs it raised (accepted at once).
+(``bridge.js``) bound to the elements of the last scan; the value of its last statement (or
+of a ``return``) comes back as plain data (``serialize.js``). Around it: what changed in the
+DOM, a navigation it caused, tabs it opened and dialogs it raised (accepted at once), a tab
+it closed, a crash of the page.
 """
 
 from __future__ import annotations
@@ -19,10 +20,20 @@ from tools import clip
 from tools.code_run import last_code_block
 from tools.fsutil import atomic_write
 
-from .browser import Browser, error_text
-from .cdp import CDPError
+from .browser import Browser, clip_title, error_text
+from .cdp import CDPError, ConnectionLost
 from .launch import BrowserUnavailable
-from .tab import QUICK_TIMEOUT, JSError, ScriptTimeout, Tab, WebError, exception_text
+from .tab import (
+    QUICK_TIMEOUT,
+    JSError,
+    ScriptTimeout,
+    Tab,
+    TabClosed,
+    TabCrashed,
+    WebError,
+    exception_text,
+    page_js,
+)
 
 DEFAULT_TIMEOUT = 30
 MIN_TIMEOUT = 1.0
@@ -33,14 +44,16 @@ NAV_WAIT = 10.0  # seconds a navigation the script caused is waited for
 NAV_START_WAIT = 2.0  # seconds for an asked-for navigation to start loading (else blocked)
 NEW_TAB_WAIT = 1.0  # seconds to wait for the URL of a tab the script opened
 PREVIEW_CHARS = 200  # of a value saved to a file
+CLOSE_WAIT = 1.0  # seconds for the browser to confirm that a failing tab is closing
 OBJECT_GROUP = "ga-exec"
-BIND_GA = "const ga = (n) => window.__ga.node(n);"
-SERIALIZE = "function () { return window.__ga.serialize(this); }"
+BRIDGE_JS, SERIALIZE_JS = "bridge.js", "serialize.js"
 ERROR_PAGE = "chrome-error://"
 LOAD_FAILED = "the page did not load; web_scan shows the browser's error page"
 NOT_NAVIGATED = "a navigation started but was blocked or cancelled; the page is unchanged"
 CUT_SHORT_NOTE = ("the page navigated while the script ran; statements after the navigation "
                   "did not run")
+CLOSED_NOTE = ("the tab closed while the script ran (window.close()); web_scan shows the open "
+               "tabs and uses one of them")
 
 
 @dataclass
@@ -80,6 +93,7 @@ def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = No
     start = time.monotonic()
     timeout = min(max(float(timeout), MIN_TIMEOUT), MAX_TIMEOUT)
     result: dict[str, Any] = {"status": "success", "js_return": None}
+    tab = None
     try:
         tab = browser.tab(switch_tab_id)
         result["tab_id"] = tab.id
@@ -87,6 +101,9 @@ def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = No
         run(browser, tab, script, not no_monitor, timeout, abort, result)
     except (ScriptTimeout, JSError) as e:
         result.update(status="failed", error=str(e))
+    except TabCrashed as e:
+        error = browser.crash_report(tab, e) if tab is not None else str(e)
+        result.update(status="failed", error=error)
     except (WebError, BrowserUnavailable, CDPError) as e:
         result.update(status="failed", error=error_text(browser, e))
     result["ms"] = round((time.monotonic() - start) * 1000)
@@ -104,17 +121,32 @@ def run(browser: Browser, tab: Tab, script: str, monitor: bool, timeout: float,
         tab.page_value("window.__ga.watch()")
     try:
         result["js_return"] = evaluate(tab, script, timeout, abort)
+        if monitor and not started_navigation(tab, marks):
+            changes = watch_changes(tab, marks)
+            if changes:
+                result["changes"] = changes
     except JSError as e:  # still say what it did before it threw
         result.update(status="failed", error=str(e))
-        monitor = False
-    except CDPError:  # the document went away under the script: a navigation?
-        if not started_navigation(tab, marks):
+    except ConnectionLost:
+        raise
+    except (TabClosed, CDPError):  # the document or the whole tab went away under the script
+        if started_navigation(tab, marks):
+            add_note(result, CUT_SHORT_NOTE)
+        elif closing(tab):
+            add_note(result, CLOSED_NOTE)
+            return
+        else:
             raise
-        add_note(result, CUT_SHORT_NOTE)
-    if monitor and not started_navigation(tab, marks):
-        changes = watch_changes(tab, marks)
-        if changes:
-            result["changes"] = changes
+    report_effects(browser, tab, marks, result)
+
+
+def closing(tab: Tab) -> bool:
+    """Whether the tab is closing (the browser's word may come just after a failed call)."""
+    return tab.wait(lambda: False, CLOSE_WAIT) and tab.closed
+
+
+def report_effects(browser: Browser, tab: Tab, marks: Marks, result: dict) -> None:
+    """The navigation, new tabs and dialogs the script caused."""
     if started_navigation(tab, marks) or tab.navigations > marks.navigations:
         result["navigated"] = navigation(tab, marks)
     new_tabs = browser.new_tabs(marks.created)
@@ -136,11 +168,11 @@ def add_note(result: dict, note: str) -> None:
 def evaluate(tab: Tab, script: str, timeout: float, abort: threading.Event | None) -> Any:
     """Run the script; JSError if it throws. A top-level ``return`` makes it a function."""
     options = {"returnByValue": False, "objectGroup": OBJECT_GROUP, "userGesture": True}
-    reply = tab.evaluate(f"{{ {BIND_GA}\n{script}\n}}", timeout, abort, replMode=True,
-                         **options)
+    bridge = page_js(BRIDGE_JS)
+    reply = tab.evaluate(f"{{ {bridge}\n{script}\n}}", timeout, abort, replMode=True, **options)
     details = reply.get("exceptionDetails")
     if details and "Illegal return statement" in exception_text(details):
-        body = f"(async () => {{ {BIND_GA}\n{script}\n}})()"
+        body = f"(async () => {{ {bridge}\n{script}\n}})()"
         reply = tab.evaluate(body, timeout, abort, **options)
         details = reply.get("exceptionDetails")
     if details:
@@ -152,13 +184,14 @@ def evaluate(tab: Tab, script: str, timeout: float, abort: threading.Event | Non
 
 
 def value_of(tab: Tab, obj: dict) -> Any:
-    """A RemoteObject as JSON: primitives directly, objects through the page serializer."""
+    """A RemoteObject as JSON: primitives directly, objects through ``serialize.js``."""
     if "objectId" not in obj:
         if "unserializableValue" in obj:
             return obj["unserializableValue"]
         return obj.get("value")
     reply = tab.session.call("Runtime.callFunctionOn", {
-        "objectId": obj["objectId"], "functionDeclaration": SERIALIZE, "returnByValue": True})
+        "objectId": obj["objectId"], "functionDeclaration": page_js(SERIALIZE_JS),
+        "returnByValue": True})
     if "exceptionDetails" in reply:
         return obj.get("description")
     return reply.get("result", {}).get("value")
@@ -197,8 +230,8 @@ def navigation(tab: Tab, marks: Marks) -> dict:
         report["to"] = tab.target_url()
         report["note"] = LOAD_FAILED
     try:
-        report["title"] = tab.page_value("document.title", timeout=QUICK_TIMEOUT)
-    except (CDPError, JSError) as e:
+        report["title"] = clip_title(tab.page_value("document.title", timeout=QUICK_TIMEOUT))
+    except (CDPError, WebError) as e:
         report["title"] = f"({e})"
     return report
 

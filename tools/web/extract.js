@@ -1,12 +1,18 @@
-// The page-side half of the web tools, loaded once per page (top frame only) as
-// window.__ga: the page-to-text extractor (scan), the [N] element registry behind ga(N),
-// the change monitor of web_execute_js, and the serializer of its return values.
+// The page-side half of the web tools, loaded once per page (top frame only) into an
+// isolated world as window.__ga (the page's own scripts neither see it nor can break it by
+// replacing builtins): the page-to-text extractor (scan), the [N] element registry that
+// ga(N) asks through the ASK event, and the change monitor of web_execute_js.
 (() => {
   if (window.__ga || window !== window.top) return;
 
   const LABEL_CHARS = 80, LINK_TEXT_CHARS = 150, HREF_CHARS = 100, VALUE_CHARS = 200;
   const OPTIONS_SHOWN = 20, HTML_CHARS = 2000, ITEMS_MAX = 500, KEYS_MAX = 200, DEPTH_MAX = 5;
   const CHANGE_TEXT_CHARS = 1500, CHANGE_NODES = 50, FIELDS_MAX = 2000;
+  const TITLE_CHARS = 100, PAGE_URL_CHARS = 300;  // in the [page] line
+  const MIN_FONT_PX = 1, COLOUR_NEAR = 10;  // smaller text, or this close to its background: unseen
+  const LONG_AGO = 1e9;  // ms, for a page that draws nothing after its load
+  const ASK = 'ga-node-ask', ANSWER = 'ga-node';  // ga(N) in the main world <-> the registry
+  const CONTROLS = new Set(['input', 'select', 'textarea']);  // kept when styled opacity:0
   const SKIP = new Set(['script', 'style', 'noscript', 'template', 'head', 'meta', 'link',
     'title', 'base', 'svg', 'canvas', 'object', 'embed', 'audio', 'video', 'source', 'track',
     'map', 'datalist', 'option', 'optgroup', 'param']);
@@ -23,6 +29,16 @@
 
   const ga = {nodes: [null], lastMutation: 0, watching: null};
   Object.defineProperty(window, '__ga', {value: ga, enumerable: false, configurable: true});
+
+  // ga(N) of a model script (main world) dispatches ASK with N; the answer is ANSWER
+  // dispatched on the element (its detail 'ok'), or on the document ('missing' | 'gone').
+  function answer(e) {
+    const el = ga.nodes[e.detail];
+    const status = !el ? 'missing' : el.isConnected ? 'ok' : 'gone';
+    (status === 'ok' ? el : document).dispatchEvent(
+      new CustomEvent(ANSWER, {detail: status, bubbles: true, composed: true}));
+  }
+  document.addEventListener(ASK, answer, true);
 
   // ---- text helpers ---------------------------------------------------------------------
   const squeeze = (s) => String(s || '').replace(/\s+/g, ' ').trim();
@@ -60,12 +76,63 @@
   // ---- visibility -----------------------------------------------------------------------
   function style(el) { return el.ownerDocument.defaultView.getComputedStyle(el); }
 
+  // opacity:0 of its own, not on its way in (content revealed on scroll fades in with a
+  // transition or an animation); a control may be see-through under a styled label
+  function transparent(el) {
+    const s = style(el);
+    const fading = /opacity|all/.test(s.transitionProperty) && parseFloat(s.transitionDuration) > 0;
+    return s.opacity === '0' && !fading && s.animationName === 'none';
+  }
+
+  // text that cannot be seen: a font too small, or its colour on a like background
+  function unseen(el, ctx) {
+    if (!el) return false;
+    let hidden = ctx.unseen.get(el);
+    if (hidden !== undefined) return hidden;
+    const s = style(el);
+    const ink = rgba(s.color);  // null: a colour space we do not compare
+    hidden = parseFloat(s.fontSize) < MIN_FONT_PX || (ink !== null && (ink[3] === 0 ||
+      (ink[3] === 1 && near(ink, background(el, ctx)))));
+    ctx.unseen.set(el, hidden);
+    return hidden;
+  }
+
+  // the opaque colour painted behind el's text, or null when it cannot be told (an image,
+  // a see-through colour, or an out-of-flow box that may sit over anything)
+  function background(el, ctx) {
+    if (ctx.ground.has(el)) return ctx.ground.get(el);
+    const s = style(el);
+    const own = rgba(s.backgroundColor);
+    let ground;
+    if (s.backgroundImage !== 'none' || (own && own[3] > 0 && own[3] < 1)) ground = null;
+    else if (own && own[3] === 1) ground = own;
+    else if (s.position === 'absolute' || s.position === 'fixed') ground = null;
+    else {
+      const up = el.parentElement || (el.parentNode && el.parentNode.host);
+      ground = up ? background(up, ctx) : [255, 255, 255, 1];  // the canvas: white
+    }
+    ctx.ground.set(el, ground);
+    return ground;
+  }
+
+  function rgba(colour) {  // a computed colour: rgb(r, g, b) or rgba(r, g, b, a)
+    const m = /^rgba?\(([\d.]+), ([\d.]+), ([\d.]+)(?:, ([\d.]+))?\)$/.exec(colour);
+    return m ? [+m[1], +m[2], +m[3], m[4] === undefined ? 1 : +m[4]] : null;
+  }
+
+  function near(a, b) {
+    return b !== null && Math.abs(a[0] - b[0]) <= COLOUR_NEAR &&
+      Math.abs(a[1] - b[1]) <= COLOUR_NEAR && Math.abs(a[2] - b[2]) <= COLOUR_NEAR;
+  }
+
   // 0 visible, 1 hidden (drop the subtree), 2 no box of its own (walk the children)
   function visibility(el, ctx) {
     if (el.getAttribute('aria-hidden') === 'true') return 1;
     if (!el.checkVisibility({visibilityProperty: true})) {
       return style(el).display === 'contents' ? 2 : 1;
     }
+    if (!CONTROLS.has(el.localName) && !el.checkVisibility({opacityProperty: true}) &&
+        transparent(el)) return 1;
     const r = el.getBoundingClientRect();
     const win = el.ownerDocument.defaultView;
     const top = r.top + win.scrollY, bottom = r.bottom + win.scrollY;
@@ -134,43 +201,70 @@
       ? ' (disabled)' : '';
   }
 
+  function checkMark(el) {
+    return el.indeterminate ? '[-]'
+      : (el.checked ?? el.getAttribute('aria-checked') === 'true') ? '[x]' : '[ ]';
+  }
+
+  function chosen(el) {
+    return Array.from(el.options || []).filter((o) => o.selected)
+      .map((o) => squeeze(o.text)).join(', ');
+  }
+
+  function fieldValue(el, kind) {  // passwords masked
+    const value = kind === 'textarea' && el.isContentEditable && el.localName !== 'textarea'
+      ? squeeze(el.innerText) : el.value || '';
+    const type = (el.getAttribute('type') || 'text').toLowerCase();
+    return type === 'password' && value ? '••••' : cut(squeeze(value), VALUE_CHARS);
+  }
+
   function fieldText(el, kind) {
     const label = cut(labelOf(el), LABEL_CHARS);
     const named = label ? ' ' + quote(label) : '';
-    if (kind === 'checkbox' || kind === 'radio') {
-      const on = el.indeterminate ? '[-]'
-        : (el.checked ?? el.getAttribute('aria-checked') === 'true') ? '[x]' : '[ ]';
-      return kind + ' ' + on + named;
-    }
+    if (kind === 'checkbox' || kind === 'radio') return kind + ' ' + checkMark(el) + named;
     if (kind === 'select') {
       const opts = Array.from(el.options || []);
-      const chosen = opts.filter((o) => o.selected).map((o) => squeeze(o.text)).join(', ');
       const shown = opts.slice(0, OPTIONS_SHOWN)
         .map((o) => cut(squeeze(o.text), LABEL_CHARS) + (o.selected ? '*' : ''));
       if (opts.length > OPTIONS_SHOWN) shown.push('… ' + (opts.length - OPTIONS_SHOWN) + ' more');
-      return 'select' + named + ' = ' + quote(chosen) + ' {' + shown.join(' | ') + '}';
+      return 'select' + named + ' = ' + quote(chosen(el)) + ' {' + shown.join(' | ') + '}';
     }
     const type = (el.getAttribute('type') || 'text').toLowerCase();
-    let value = kind === 'textarea' && el.isContentEditable && el.localName !== 'textarea'
-      ? squeeze(el.innerText) : el.value || '';
-    if (type === 'password' && value) value = '••••';
+    const value = fieldValue(el, kind);
     let out = (kind === 'input' ? 'input type=' + type : 'textarea') + named;
-    if (value) out += ' value=' + quote(cut(squeeze(value), VALUE_CHARS));
+    if (value) out += ' value=' + quote(value);
     const ph = el.getAttribute('placeholder');
     if (!value && ph && squeeze(ph) !== label) out += ' placeholder=' + quote(cut(squeeze(ph), LABEL_CHARS));
     if (el.readOnly) out += ' (readonly)';
     return out;
   }
 
+  // text_only: a field as plain text with its state ("Email: ann@example.com", "[x] Remember
+  // me", "Colour: Green"); returns true when the element's children still need a walk
+  function plain(el, kind, w) {
+    if (kind === 'link' || kind === 'clickable') return true;
+    if (kind === 'button') {
+      if (el.localName !== 'input') return true;
+      w.text(' ' + squeeze(el.value) + ' ');
+      return false;
+    }
+    const label = cut(labelOf(el), LABEL_CHARS);
+    let text;
+    if (kind === 'checkbox' || kind === 'radio') text = checkMark(el) + (label ? ' ' + label : '');
+    else {
+      const value = kind === 'select' ? chosen(el) : fieldValue(el, kind);
+      text = (label ? label + ': ' : '') + (value || '(empty)');
+    }
+    w.text(' ' + text + disabled(el) + ' ');
+    return false;
+  }
+
   // Writes the marker; returns true when the element's children still need a walk.
   function interactive(el, kind, w, ctx) {
-    if (ctx.textOnly) {
-      if (kind === 'input' || kind === 'textarea' || kind === 'select') return false;
-      return !['checkbox', 'radio'].includes(kind);
-    }
+    if (ctx.textOnly) return plain(el, kind, w);
     const id = register(el);
     if (kind === 'link' || kind === 'button' || kind === 'clickable') {
-      let text = textOf(el);
+      let text = unseen(el, ctx) ? '' : textOf(el);
       if (!text && el.localName === 'input') text = squeeze(el.value);
       if (!text) text = squeeze(el.getAttribute('aria-label') || el.getAttribute('title') || '');
       const long = text.length > LINK_TEXT_CHARS;
@@ -228,7 +322,10 @@
   }
 
   function walk(node, w, ctx) {
-    if (node.nodeType === 3) { w.text(node.data); return; }
+    if (node.nodeType === 3) {
+      if (!node.data.trim() || !unseen(node.parentElement, ctx)) w.text(node.data);
+      return;
+    }
     if (node.nodeType !== 1) return;
     const el = node, t = el.localName;
     if (SKIP.has(t)) return;
@@ -242,7 +339,7 @@
       if (el.alt && !ctx.textOnly && !ctx.inControl) w.text(' [img ' + quote(cut(squeeze(el.alt), LABEL_CHARS)) + '] ');
       return;
     }
-    if (t === 'label' && el.control && !ctx.textOnly && !el.querySelector('a[href],button') &&
+    if (t === 'label' && el.control && !el.querySelector('a[href],button') &&
         visibility(el.control, ctx) === 0) {
       if (el.contains(el.control)) walk(el.control, w, ctx);
       return;
@@ -324,7 +421,7 @@
       similarShow: 10, pointer: true}, opts || {});
     ga.nodes = [null];
     const ctx = {textOnly: o.textOnly, similarMin: o.similarMin, similarShow: o.similarShow,
-      depth: 0, inControl: false, pointerOk: o.pointer, y: 0,
+      depth: 0, inControl: false, pointerOk: o.pointer, y: 0, unseen: new Map(), ground: new Map(),
       band: o.viewport ? [scrollY - innerHeight / 4, scrollY + innerHeight * 1.25] : null};
     const w = new Writer(o.budget);
     const height = document.documentElement.scrollHeight;
@@ -339,17 +436,10 @@
       w.lines.push('[TRUNCATED at y=' + truncated + ' of ' + height + ' px]');
     }
     const n = ga.nodes.length - 1;
-    const head = '[page] ' + squeeze(document.title) + ' | ' + location.href + ' | scroll ' +
-      Math.round(scrollY) + '/' + height + ' px' + (o.textOnly ? '' : ' | ' + n + ' interactive');
-    return {title: document.title, url: location.href, text: head + '\n' + w.lines.join('\n'),
-      interactive: n, truncated};
-  };
-
-  ga.node = function (n) {
-    const el = ga.nodes[n];
-    if (!el) throw new Error('ga(' + n + '): no element [' + n + '] in the last scan; scan again');
-    if (!el.isConnected) throw new Error('ga(' + n + '): element [' + n + '] left the page; scan again');
-    return el;
+    const title = cut(squeeze(document.title), TITLE_CHARS), url = cut(location.href, PAGE_URL_CHARS);
+    const head = '[page] ' + title + ' | ' + url + ' | scroll ' + Math.round(scrollY) + '/' +
+      height + ' px' + (o.textOnly ? '' : ' | ' + n + ' interactive');
+    return {title, url, text: head + '\n' + w.lines.join('\n'), interactive: n, truncated};
   };
 
   // ---- change monitor -------------------------------------------------------------------
@@ -374,15 +464,30 @@
       }
     }
   }
-  new MutationObserver(observe).observe(document,
-    {subtree: true, childList: true, attributes: true, characterData: true});
+  const observer = new MutationObserver(observe);
+  observer.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+
+  ga.stop = function () {  // the agent leaves this page (attach mode): nothing keeps running
+    observer.disconnect();
+    document.removeEventListener(ASK, answer, true);
+    ga.nodes = [null];
+    delete window.__ga;
+  };
 
   ga.watch = function () {
     ga.watching = {added: 0, removed: 0, attributes: 0, text: [], fields: fields()};
     return true;
   };
 
-  ga.idle = () => performance.now() - ga.lastMutation;  // ms since the DOM last changed
+  // [ms since the DOM last changed, ms since the page finished loading (0 until then); a
+  // page without scripts draws nothing later: loaded long ago]
+  ga.idle = function () {
+    const now = performance.now();
+    const nav = performance.getEntriesByType('navigation')[0];
+    const loaded = !nav || !document.scripts.length ? LONG_AGO
+      : nav.loadEventEnd ? now - nav.loadEventEnd : 0;
+    return [now - ga.lastMutation, loaded];
+  };
 
   ga.changes = function () {  // what changed since watch(); ends the watch
     const c = ga.watching;
@@ -396,51 +501,4 @@
     if (text) out.text = text;
     return out;
   };
-
-  // ---- return values --------------------------------------------------------------------
-  ga.serialize = function (v) { return ser(v, 0, new WeakSet()); };
-
-  function ser(v, depth, seen) {
-    if (v === null || v === undefined) return null;
-    const t = typeof v;
-    if (t === 'number') return Number.isFinite(v) ? v : String(v);
-    if (t === 'string' || t === 'boolean') return v;
-    if (t === 'bigint' || t === 'symbol') return v.toString();
-    if (t === 'function') return '[Function ' + (v.name || 'anonymous') + ']';
-    if (v.window === v) {
-      try { return '[Window ' + v.location.href + ']'; } catch (e) { return '[Window]'; }
-    }
-    if (typeof v.nodeType === 'number') return node(v);
-    if (depth >= DEPTH_MAX) return '[…]';
-    if (seen.has(v)) return '[Circular]';
-    seen.add(v);
-    if (v instanceof Date) return isNaN(v) ? 'Invalid Date' : v.toISOString();
-    if (v instanceof Error) return v.name + ': ' + v.message;
-    if (v instanceof RegExp) return String(v);
-    if (v instanceof Map) return list(Array.from(v.entries()), depth, seen);
-    if (Array.isArray(v) || v instanceof Set || ArrayBuffer.isView(v) ||
-        (typeof v.length === 'number' && typeof v.item === 'function')) {
-      return list(Array.from(v), depth, seen);
-    }
-    const out = {};
-    const keys = Object.keys(v);
-    for (const k of keys.slice(0, KEYS_MAX)) {
-      try { out[k] = ser(v[k], depth + 1, seen); } catch (e) { out[k] = '[' + e.name + ']'; }
-    }
-    if (keys.length > KEYS_MAX) out['…'] = (keys.length - KEYS_MAX) + ' more keys';
-    return out;
-  }
-
-  function list(items, depth, seen) {
-    const out = items.slice(0, ITEMS_MAX).map((x) => ser(x, depth + 1, seen));
-    if (items.length > ITEMS_MAX) out.push('… ' + (items.length - ITEMS_MAX) + ' more items');
-    return out;
-  }
-
-  function node(n) {
-    if (n.nodeType === 1) return cut(n.outerHTML, HTML_CHARS);
-    if (n.nodeType === 3) return n.data;
-    if (n.nodeType === 9) return '[Document ' + n.URL + ']';
-    return '[' + n.nodeName + ']';
-  }
 })();

@@ -1,5 +1,6 @@
 """``web_scan``: the tab list and the visible page as text, and on request a screenshot of
-the tab's viewport (SPEC §9, §10)."""
+the tab's viewport (SPEC §9, §10). A failed scan is the envelope alone, as a dict, so that
+it reads as an error wherever results are shown."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from llmcore.images import Picture, load_image
 from .browser import Browser, error_text
 from .cdp import CDPError
 from .launch import BrowserUnavailable
-from .tab import Tab, WebError
+from .tab import Tab, TabCrashed, WebError
 
 SCAN_TIMEOUT = 20.0  # seconds the extractor may run before it is terminated
 LOAD_WAIT = 5.0  # seconds a scan waits for a loading page
 SETTLE_MAX = 3.0  # seconds a scan waits for requests and DOM changes to calm down
 QUIET = 0.15  # seconds without requests / DOM changes that count as settled
+LOAD_QUIET = 0.5  # seconds after the load before a page counts as drawn (timers draw late)
 URL_CHARS = 50
 SIMILAR_MIN = 50  # a run of more similar siblings than this is cut …
 SIMILAR_SHOW = 10  # … to its first items and a count
@@ -25,20 +27,26 @@ SHOT_NAME = "screenshot.png"
 
 
 def web_scan(browser: Browser, tabs_only: bool = False, switch_tab_id: str | None = None,
-             text_only: bool = False, viewport: bool = False, budget: int = 35_000) -> str:
-    """A JSON envelope (status, tabs) and, unless ``tabs_only``, the page as a text block."""
+             text_only: bool = False, viewport: bool = False, budget: int = 35_000
+             ) -> str | dict:
+    """A JSON envelope (status, tabs) and, unless ``tabs_only``, the page as a text block;
+    on error the envelope as a dict."""
     return scan_page(browser, tabs_only, switch_tab_id, text_only, viewport, budget)[0]
 
 
 def scan_page(browser: Browser, tabs_only: bool = False, switch_tab_id: str | None = None,
               text_only: bool = False, viewport: bool = False, budget: int = 35_000,
-              screenshot: bool = False) -> tuple[str, Picture | None]:
-    """``web_scan``'s text and, with ``screenshot``, the tab's viewport as a send-ready
-    picture (None when not asked for or when the scan failed)."""
+              screenshot: bool = False) -> tuple[str | dict, Picture | None]:
+    """``web_scan``'s text (a dict on error) and, with ``screenshot``, the tab's viewport as
+    a send-ready picture (None when not asked for or when the scan failed)."""
+    tab = None
     try:
         tab = browser.tab(switch_tab_id)
         page = None if tabs_only else read_page(tab, budget, text_only, viewport)
         shot = capture(tab) if screenshot else None
+    except TabCrashed as e:
+        error = browser.crash_report(tab, e) if tab is not None else str(e)
+        return error_envelope(browser, error), None
     except (WebError, BrowserUnavailable, CDPError) as e:
         return error_envelope(browser, error_text(browser, e)), None
     if page is None:
@@ -67,7 +75,7 @@ def settle(tab: Tab) -> None:
         tab.wait(lambda: tab.loads > loads, LOAD_WAIT)
         tab.ensure_page_js()
     tab.network_idle(QUIET, SETTLE_MAX)
-    tab.dom_quiet(QUIET, SETTLE_MAX)
+    tab.dom_quiet(QUIET, SETTLE_MAX, after_load=LOAD_QUIET)
 
 
 def tabs_metadata(browser: Browser, active: Tab | None, title: str | None = None) -> dict:
@@ -91,6 +99,5 @@ def envelope(browser: Browser, tab: Tab, title: str | None = None) -> str:
     return json.dumps(head, ensure_ascii=False)
 
 
-def error_envelope(browser: Browser, msg: str) -> str:
-    meta = tabs_metadata(browser, None)
-    return json.dumps({"status": "error", "msg": msg, "metadata": meta}, ensure_ascii=False)
+def error_envelope(browser: Browser, msg: str) -> dict:
+    return {"status": "error", "msg": msg, "metadata": tabs_metadata(browser, None)}

@@ -1,21 +1,29 @@
 """One page target: its CDP session and what happened in it (navigation, requests,
-dialogs, accepted at once so a page never blocks), and running code in it with a timeout
-that terminates a runaway script.
+dialogs, accepted at once so a page never blocks; a crash of its renderer), and running
+code in it with a timeout that terminates a runaway script.
+
+Our own page-side code (``extract.js``) runs in an isolated world (``WORLD``): it shares
+the page's DOM but not its JavaScript globals, so a page cannot see it or break it by
+replacing builtins. Only the model's scripts run in the page's main world.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .cdp import Session
+from .cdp import CDPError, Session
+
+log = logging.getLogger("ga.web")
 
 if TYPE_CHECKING:
     from .browser import Browser
 
-EXTRACT_JS = Path(__file__).with_name("extract.js")
+EXTRACT_JS = "extract.js"  # our page-side code, in the isolated world
 TRACKED_REQUESTS = frozenset({"Document", "Script", "Stylesheet", "XHR", "Fetch"})
 REQUEST_STALE = 2.0  # seconds after which a request (long poll, stream) no longer holds a scan
 TERMINATE_WAIT = 2.0  # seconds to wait for a terminated script's answer
@@ -23,6 +31,10 @@ TICK = 0.1  # seconds between abort checks while a script runs
 DIALOG_TEXT_CHARS = 300
 PAGE_TIMEOUT = 20.0  # seconds our own page-side helpers may take
 QUICK_TIMEOUT = 2.0  # seconds for a small read (a title, a state) before giving up on it
+TERMINATE_POLL = 0.01  # seconds between looks at a terminated script and the probe after it
+STALE_WORLD = ("Cannot find context", "No frame")  # a world or frame id of an older document
+WORLD = "ga"  # the isolated world of extract.js
+RELOAD_WAIT = 10.0  # seconds a crashed tab's reload is waited for
 
 
 class WebError(Exception):
@@ -37,6 +49,14 @@ class ScriptTimeout(WebError):
 
 class JSError(WebError):
     """The page's script threw; the message is the exception's first line."""
+
+
+class TabCrashed(WebError):
+    """The tab's renderer crashed (or was killed) while we waited on it."""
+
+
+class TabClosed(WebError):
+    """The tab closed while we waited on it (the page may have closed itself)."""
 
 
 class Tab:
@@ -57,14 +77,29 @@ class Tab:
         self.requests: dict[str, float] = {}
         self.last_request = 0.0
         self.closed = False
+        self.script_id = ""  # of extract.js, added to every new document
+        self.crashed = ""  # the renderer's exit status once it crashed, until a reload
+        self.documents = 0  # main-frame documents committed: our world is per document
+        self._world: tuple[int, int] | None = None  # (documents, execution context id)
 
     def setup(self) -> None:
         tree = self.session.call("Page.getFrameTree")["frameTree"]["frame"]
         self.main_frame, self.url = tree["id"], tree.get("url", "")
         self.session.call("Page.enable")
         self.session.call("Network.enable")
-        self.session.call("Page.addScriptToEvaluateOnNewDocument",
-                          {"source": EXTRACT_JS.read_text(encoding="utf-8")})
+        self.script_id = self.session.call("Page.addScriptToEvaluateOnNewDocument", {
+            "source": page_js(EXTRACT_JS), "worldName": WORLD})["identifier"]
+
+    def leave(self) -> None:
+        """Take our page-side code out of this tab (an attached browser's): new documents
+        no longer get it and the current one stops it."""
+        try:
+            self.session.call("Page.removeScriptToEvaluateOnNewDocument",
+                              {"identifier": self.script_id}, timeout=QUICK_TIMEOUT)
+            if not self.crashed:
+                self.page_value("window.__ga && window.__ga.stop()", timeout=QUICK_TIMEOUT)
+        except (CDPError, WebError) as e:
+            log.debug("leaving tab %s: %s", self.id, e)
 
     def target_url(self) -> str:
         """The URL the browser shows for this tab (a pending or failed one included)."""
@@ -95,6 +130,7 @@ class Tab:
         elif method == "Page.frameNavigated" and not p["frame"].get("parentId"):
             self.main_frame, self.url = p["frame"]["id"], p["frame"].get("url", "")
             self.navigations += 1
+            self.documents += 1
         elif method == "Page.navigatedWithinDocument" and main:
             self.url = p.get("url", self.url)
             self.navigations += 1
@@ -113,16 +149,31 @@ class Tab:
             self.closed = True
             self.cond.notify_all()
 
-    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        """Wait (on events, not a poll) until ``predicate()`` or the tab closes."""
+    def mark_crashed(self, status: str) -> None:
         with self.cond:
-            return self.cond.wait_for(lambda: self.closed or predicate(), timeout)
+            self.crashed = status or "crashed"
+            self.cond.notify_all()
+
+    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait (on events, not a poll) until ``predicate()`` or the tab closes or crashes."""
+        with self.cond:
+            return self.cond.wait_for(lambda: self.closed or self.crashed or predicate(),
+                                      timeout)
+
+    def reload(self) -> None:
+        """Load the page again (after a crash of its renderer) and wait for it (bounded)."""
+        loads = self.loads
+        with self.cond:
+            self.crashed = ""
+        self._world = None
+        self.session.call("Page.reload", timeout=QUICK_TIMEOUT)
+        self.wait(lambda: self.loads > loads, RELOAD_WAIT)
 
     def network_idle(self, quiet: float, timeout: float) -> None:
         """Wait until no page request is in flight and none ended in the last ``quiet`` s."""
         deadline = time.monotonic() + timeout
         with self.cond:
-            while not self.closed:
+            while not (self.closed or self.crashed):
                 now = time.monotonic()
                 busy = [t for t in self.requests.values() if now - t < REQUEST_STALE]
                 left = deadline - now
@@ -137,20 +188,21 @@ class Tab:
                 self.cond.wait(min(rest, left))
 
     def dom_quiet(self, quiet: float, limit: float, since: float | None = None,
-                  stop: Callable[[], bool] = lambda: False) -> None:
+                  after_load: float = 0.0, stop: Callable[[], bool] = lambda: False) -> None:
         """Wait until the DOM has not changed for ``quiet`` s (nor since the monotonic time
-        ``since``), at most ``limit`` s; page timers of a background tab are throttled, so
-        the waiting happens here."""
+        ``since``) and the page finished loading ``after_load`` s ago (content a timer draws
+        just after the load), at most ``limit`` s; page timers of a background tab are
+        throttled, so the waiting happens here."""
         start = time.monotonic()
         while True:
-            age = (self.page_value("window.__ga.idle()") or 0) / 1000
+            changed, loaded = self.page_value("window.__ga.idle()") or (0, 0)
             now = time.monotonic()
-            if since is not None:
-                age = min(age, now - since)
+            age = changed / 1000 if since is None else min(changed / 1000, now - since)
+            rest = max(quiet - age, after_load - loaded / 1000)
             left = limit - (now - start)
-            if age >= quiet or left <= 0 or stop():
+            if rest <= 0 or left <= 0 or stop():
                 return
-            self.wait(stop, min(quiet - age, left))
+            self.wait(stop, min(rest, left))
 
     # ---- running code in the page ----------------------------------------------------------
     def evaluate(self, expression: str, timeout: float, abort: threading.Event | None = None,
@@ -161,22 +213,55 @@ class Tab:
         pending = self.session.send("Runtime.evaluate", params)
         deadline = time.monotonic() + timeout
         while not pending.done.wait(min(TICK, max(deadline - time.monotonic(), 0))):
-            if self.closed:
-                self.session.conn.forget(pending)
-                raise WebError("the tab was closed; web_scan shows the open tabs")
+            self._check_alive(pending)
             stop = "was aborted" if abort is not None and abort.is_set() else None
             if time.monotonic() >= deadline:
                 stop = f"ran past its {timeout:g} s timeout"
             if stop:
-                self.session.send("Runtime.terminateExecution")
-                if not pending.done.wait(TERMINATE_WAIT):
-                    self.session.conn.forget(pending)
+                self._terminate(pending)
                 raise ScriptTimeout(f"the script {stop} and was terminated; the tab is usable")
         return self.session.conn.result("Runtime.evaluate", pending)
 
+    def _check_alive(self, pending: Any) -> None:
+        if self.crashed:
+            self.session.conn.forget(pending)
+            raise TabCrashed(f"the page crashed ({self.crashed})")
+        if self.closed:
+            self.session.conn.forget(pending)
+            raise TabClosed("the tab was closed; web_scan shows the open tabs")
+
+    def _terminate(self, pending: Any) -> None:
+        """End a running script; one that only awaits a promise that never settles has
+        nothing to end: a probe answered by the page says its thread is free again."""
+        self.session.send("Runtime.terminateExecution")
+        probe = self.session.send("Runtime.evaluate", {"expression": "0"})
+        end = time.monotonic() + TERMINATE_WAIT
+        while not (pending.done.is_set() or probe.done.is_set()) and time.monotonic() < end:
+            pending.done.wait(TERMINATE_POLL)
+        self.session.conn.forget(pending)
+        self.session.conn.forget(probe)
+
+    def world(self) -> int:
+        """The execution context of our isolated world in the current document."""
+        documents = self.documents
+        if self._world is not None and self._world[0] == documents:
+            return self._world[1]
+        reply = self.session.call("Page.createIsolatedWorld", {
+            "frameId": self.main_frame, "worldName": WORLD}, timeout=QUICK_TIMEOUT)
+        self._world = (documents, reply["executionContextId"])
+        return self._world[1]
+
     def page_value(self, expression: str, timeout: float = PAGE_TIMEOUT) -> Any:
-        """The JSON value of ``expression``; a thrown exception becomes JSError."""
-        reply = self.evaluate(expression, timeout)
+        """The JSON value of ``expression`` in our isolated world; a thrown exception
+        becomes JSError."""
+        try:
+            reply = self.evaluate(expression, timeout, contextId=self.world())
+        except CDPError as e:  # a new document under a context we had: ask again
+            if not any(stale in str(e) for stale in STALE_WORLD):
+                raise
+            self._world = None
+            self.main_frame = self.session.call("Page.getFrameTree")["frameTree"]["frame"]["id"]
+            reply = self.evaluate(expression, timeout, contextId=self.world())
         if "exceptionDetails" in reply:
             raise JSError(exception_text(reply["exceptionDetails"]))
         return reply.get("result", {}).get("value")
@@ -187,9 +272,15 @@ class Tab:
         state, href, loaded = self.page_value(
             "[document.readyState, location.href, !!window.__ga]")
         if not loaded:
-            self.page_value(EXTRACT_JS.read_text(encoding="utf-8") + "\n0")
+            self.page_value(page_js(EXTRACT_JS) + "\n0")
         first_page = href == "about:blank" and self.target_url() not in ("", "about:blank")
         return state == "complete" and not first_page
+
+
+@functools.cache
+def page_js(name: str) -> str:
+    """A JavaScript file shipped beside this module."""
+    return Path(__file__).with_name(name).read_text(encoding="utf-8")
 
 
 def exception_text(details: dict) -> str:

@@ -1,0 +1,84 @@
+// The value of a web_execute_js script as plain data for the model, called on the value
+// (`this`) in the page's main world, where the value lives. It relies on language syntax
+// (typeof, loops, for-in) rather than the builtins a page may replace (Array.prototype.map,
+// Array.from, Object.keys, JSON, Set), so a page's polyfills cannot change what the model
+// is told. Elements come back as outerHTML, NodeLists as arrays, window as [Window url].
+function () {
+  const ITEMS_MAX = 500, KEYS_MAX = 200, DEPTH_MAX = 5, HTML_CHARS = 2000;
+  const seen = [];
+  const own = Object.prototype.hasOwnProperty;
+
+  const cut = (s) => (s.length > HTML_CHARS ? s.substring(0, HTML_CHARS - 1) + '…' : s);
+
+  function isSeen(v) {
+    for (let i = 0; i < seen.length; i++) if (seen[i] === v) return true;
+    return false;
+  }
+
+  function items(v, depth, read) {  // read(i) for 0 <= i < v.length
+    const out = [];
+    const n = v.length;
+    for (let i = 0; i < n && i < ITEMS_MAX; i++) out[i] = ser(read(i), depth + 1);
+    if (n > ITEMS_MAX) out[out.length] = '… ' + (n - ITEMS_MAX) + ' more items';
+    return out;
+  }
+
+  function collection(v, depth, entries) {  // a Map (entries) or a Set
+    const out = [];
+    let n = 0;
+    v.forEach((value, key) => {
+      if (n++ < ITEMS_MAX) out[out.length] = entries ? [ser(key, depth + 1), ser(value, depth + 1)]
+        : ser(value, depth + 1);
+    });
+    if (n > ITEMS_MAX) out[out.length] = '… ' + (n - ITEMS_MAX) + ' more items';
+    return out;
+  }
+
+  function node(n) {
+    if (n.nodeType === 1) return cut(n.outerHTML);
+    if (n.nodeType === 3) return n.data;
+    if (n.nodeType === 9) return '[Document ' + n.URL + ']';
+    return '[' + n.nodeName + ']';
+  }
+
+  function fields(v, depth) {
+    const out = {};
+    let n = 0;
+    for (const k in v) {
+      if (!own.call(v, k)) continue;
+      if (n++ >= KEYS_MAX) continue;
+      try { out[k] = ser(v[k], depth + 1); } catch (e) { out[k] = '[' + e.name + ']'; }
+    }
+    if (n > KEYS_MAX) out['…'] = (n - KEYS_MAX) + ' more keys';
+    return out;
+  }
+
+  function ser(v, depth) {
+    if (v === null || v === undefined) return null;
+    const t = typeof v;
+    if (t === 'number') return v === v && v !== Infinity && v !== -Infinity ? v : '' + v;
+    if (t === 'string' || t === 'boolean') return v;
+    if (t === 'bigint') return '' + v;
+    if (t === 'symbol') return '[Symbol]';
+    if (t === 'function') return '[Function ' + (v.name || 'anonymous') + ']';
+    if (v.window === v) {
+      try { return '[Window ' + v.location.href + ']'; } catch (e) { return '[Window]'; }
+    }
+    if (typeof v.nodeType === 'number' && typeof v.nodeName === 'string') return node(v);
+    if (depth >= DEPTH_MAX) return '[…]';
+    if (isSeen(v)) return '[Circular]';
+    seen[seen.length] = v;
+    if (v instanceof Date) return v.getTime() === v.getTime() ? v.toISOString() : 'Invalid Date';
+    if (v instanceof Error) return v.name + ': ' + v.message;
+    if (v instanceof RegExp) return '' + v;
+    if (v instanceof Map) return collection(v, depth, true);
+    if (v instanceof Set) return collection(v, depth, false);
+    if (v instanceof Array || ArrayBuffer.isView(v) ||
+        (typeof v.length === 'number' && typeof v.item === 'function')) {
+      return items(v, depth, (i) => v[i]);
+    }
+    return fields(v, depth);
+  }
+
+  return ser(this, 0);
+}
