@@ -189,6 +189,7 @@ def test_text_hidden_by_style_is_not_read(web_browser, web_site):
         assert seen in text, seen
     assert re.search(r'\[\d+\]checkbox \[x\] "SEEN-STYLED-BOX"', text)
     assert re.search(r"\[\d+\]link -> /x", text)  # the link is there, its hidden text not
+    assert re.search(r'\[\d+\]link "SEEN-LINK" -> /y', text)
     _, plain = scan(web_browser, text_only=True)
     assert "UNSEEN" not in plain and "SEEN-TEXT" in plain
 

@@ -126,6 +126,8 @@ UNSEEN = """
 <div style="background:#123"><p style="color:#123">UNSEEN-NAVY-ON-NAVY</p></div>
 <p style="color:transparent">UNSEEN-TRANSPARENT</p>
 <a href="/x" style="color:#fff">UNSEEN-LINK-TEXT</a>
+<a href="/y">SEEN-LINK <span style="color:#fff">UNSEEN-IN-LINK</span></a>
+<pre style="color:#fff">UNSEEN-PRE</pre>
 <div style="background:#000"><p style="color:#fff">SEEN-WHITE-ON-BLACK</p></div>
 <div style="position:relative"><div style="position:absolute;color:#fff">SEEN-OVER-IMAGE</div></div>
 <p class="fade">SEEN-FADING-IN</p>

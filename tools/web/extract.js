@@ -45,12 +45,15 @@
   const cut = (s, n) => (s.length > n ? s.slice(0, n - 1) + '…' : s);
   const quote = (s) => '"' + s.replace(/"/g, '\\"') + '"';
 
-  function textOf(node) {  // visible-ish text of a subtree, without form controls
+  // visible-ish text of a subtree, without form controls (nor, given a scan's ctx, text
+  // that cannot be seen)
+  function textOf(node, ctx) {
     let out = '';
     const walker = document.createTreeWalker(node, NodeFilter.SHOW_ALL);
     for (let n = walker.nextNode(); n && out.length < 400; n = walker.nextNode()) {
-      if (n.nodeType === 3 && n.parentElement && !SKIP.has(n.parentElement.localName) &&
-          !n.parentElement.closest('select,textarea')) out += ' ' + n.data;
+      const parent = n.parentElement;
+      if (n.nodeType === 3 && parent && !SKIP.has(parent.localName) &&
+          !parent.closest('select,textarea') && !(ctx && unseen(parent, ctx))) out += ' ' + n.data;
       else if (n.nodeType === 1 && n.localName === 'img' && n.alt) out += ' ' + n.alt;
     }
     return squeeze(out);
@@ -264,7 +267,7 @@
     if (ctx.textOnly) return plain(el, kind, w);
     const id = register(el);
     if (kind === 'link' || kind === 'button' || kind === 'clickable') {
-      let text = unseen(el, ctx) ? '' : textOf(el);
+      let text = textOf(el, ctx);
       if (!text && el.localName === 'input') text = squeeze(el.value);
       if (!text) text = squeeze(el.getAttribute('aria-label') || el.getAttribute('title') || '');
       const long = text.length > LINK_TEXT_CHARS;
@@ -334,7 +337,10 @@
     if (vis === 2) { walkChildren(el, w, ctx); return; }
     if (t === 'br') { w.block(); return; }
     if (t === 'iframe' || t === 'frame') { frame(el, w, ctx); return; }
-    if (t === 'pre') { pre(el, w); return; }
+    if (t === 'pre') {
+      if (!unseen(el, ctx)) pre(el, w);
+      return;
+    }
     if (t === 'img') {
       if (el.alt && !ctx.textOnly && !ctx.inControl) w.text(' [img ' + quote(cut(squeeze(el.alt), LABEL_CHARS)) + '] ');
       return;
@@ -436,7 +442,8 @@
       w.lines.push('[TRUNCATED at y=' + truncated + ' of ' + height + ' px]');
     }
     const n = ga.nodes.length - 1;
-    const title = cut(squeeze(document.title), TITLE_CHARS), url = cut(location.href, PAGE_URL_CHARS);
+    const title = cut(squeeze(document.title), TITLE_CHARS);
+    const url = cut(location.href, PAGE_URL_CHARS);
     const head = '[page] ' + title + ' | ' + url + ' | scroll ' + Math.round(scrollY) + '/' +
       height + ' px' + (o.textOnly ? '' : ' | ' + n + ' interactive');
     return {title, url, text: head + '\n' + w.lines.join('\n'), interactive: n, truncated};
@@ -465,7 +472,8 @@
     }
   }
   const observer = new MutationObserver(observe);
-  observer.observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  observer.observe(document,
+    {subtree: true, childList: true, attributes: true, characterData: true});
 
   ga.stop = function () {  // the agent leaves this page (attach mode): nothing keeps running
     observer.disconnect();

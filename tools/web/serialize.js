@@ -73,7 +73,7 @@ function () {
     if (v instanceof RegExp) return '' + v;
     if (v instanceof Map) return collection(v, depth, true);
     if (v instanceof Set) return collection(v, depth, false);
-    if (v instanceof Array || ArrayBuffer.isView(v) ||
+    if (Array.isArray(v) || ArrayBuffer.isView(v) ||
         (typeof v.length === 'number' && typeof v.item === 'function')) {
       return items(v, depth, (i) => v[i]);
     }
