@@ -18,7 +18,7 @@ import hashlib
 import io
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -31,6 +31,8 @@ JPEG_QUALITY = 85
 MIN_JPEG_QUALITY = 40
 QUALITY_STEP = 15
 SHRINK_STEP = 0.8  # when still over MAX_BYTES, scale the long side by this and retry
+OPAQUE = 255
+PHOTO_RATIO = 0.5  # a PNG goes as JPEG when that takes at most this share of its bytes
 MIN_SIDE = 64  # shrinking stops here, whatever the size
 EXIF_ORIENTATION = 0x0112
 FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
@@ -125,7 +127,8 @@ def picture(img: Any, raw: bytes, label: str) -> Picture:
     rotated = img.getexif().get(EXIF_ORIENTATION, 1) not in (0, 1)
     if img.format != "GIF" and not rotated and max(img.size) <= MAX_SIDE \
             and len(raw) <= MAX_BYTES:
-        return Picture(FORMATS[img.format], raw, img.width, img.height, base, img.size)
+        kept = Picture(FORMATS[img.format], raw, img.width, img.height, base, img.size)
+        return _as_jpeg(img, kept) if img.format == "PNG" else kept
     return _reencode(img, base)
 
 
@@ -142,10 +145,14 @@ def _reencode(img: Any, name: str) -> Picture:
     quality = JPEG_QUALITY
     while True:
         scaled = _scale(frame, side)
-        data = _encode(scaled, fmt, quality)
-        if len(data) <= MAX_BYTES or side <= MIN_SIDE:
-            return Picture(FORMATS[fmt], data, scaled.width, scaled.height, name, original)
-        if fmt == "PNG":  # a photo saved as PNG: JPEG carries it in far fewer bytes
+        pic = Picture(FORMATS[fmt], _encode(scaled, fmt, quality), scaled.width, scaled.height,
+                      name, original)
+        if fmt == "PNG":
+            pic = _as_jpeg(scaled, pic)
+            fmt = "JPEG" if pic.media_type == FORMATS["JPEG"] else fmt
+        if len(pic.data) <= MAX_BYTES or side <= MIN_SIDE:
+            return pic
+        if fmt == "PNG":  # still too big: JPEG carries it in fewer bytes
             fmt, frame = "JPEG", frame.convert("RGB")
         elif quality > MIN_JPEG_QUALITY:
             quality -= QUALITY_STEP
@@ -153,8 +160,23 @@ def _reencode(img: Any, name: str) -> Picture:
             side = int(side * SHRINK_STEP)
 
 
+def _as_jpeg(img: Any, png: Picture) -> Picture:
+    """``png`` as a JPEG when that is far smaller (a photo or a photo-like screenshot; text
+    and flat colours stay lossless PNG); an image with transparency stays PNG."""
+    if _has_alpha(img) or img.mode not in ("RGB", "L", "P", "RGBA"):
+        return png
+    data = _encode(img if img.mode in ("RGB", "L") else img.convert("RGB"), "JPEG",
+                   JPEG_QUALITY)
+    if len(data) > PHOTO_RATIO * len(png.data):
+        return png
+    return replace(png, media_type=FORMATS["JPEG"], data=data)
+
+
 def _has_alpha(img: Any) -> bool:
-    return img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info)
+    """Whether some pixel of ``img`` is see-through (an opaque alpha channel does not count)."""
+    if img.mode in ("RGBA", "LA"):
+        return img.getchannel("A").getextrema()[0] < OPAQUE
+    return img.mode == "PA" or (img.mode == "P" and "transparency" in img.info)
 
 
 def _scale(img: Any, side: int) -> Any:
@@ -167,7 +189,8 @@ def _scale(img: Any, side: int) -> Any:
 
 def _encode(img: Any, fmt: str, quality: int) -> bytes:
     buf = io.BytesIO()
-    options = {"quality": quality} if fmt in ("JPEG", "WEBP") else {"optimize": True}
+    # PNG without optimize=True: that costs seconds on a photo for a few per cent of bytes
+    options = {"quality": quality} if fmt in ("JPEG", "WEBP") else {}
     img.save(buf, fmt, **options)
     return buf.getvalue()
 
@@ -213,8 +236,11 @@ def is_image(block: Any) -> bool:
 
 
 def token_estimate(block: dict) -> int:
-    """About how many input tokens an image costs a model: its pixels, not its bytes."""
-    return -(-int(block.get("width") or 0) * int(block.get("height") or 0) // PIXELS_PER_TOKEN)
+    """About how many input tokens an image costs a model: its pixels, not its bytes (an
+    image of unknown size counts as the largest one sent)."""
+    width, height = int(block.get("width") or 0), int(block.get("height") or 0)
+    pixels = width * height if width and height else MAX_SIDE * MAX_SIDE
+    return -(-pixels // PIXELS_PER_TOKEN)
 
 
 def describe(block: dict) -> str:

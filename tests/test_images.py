@@ -64,6 +64,47 @@ def test_noise_over_the_byte_cap_is_shrunk_below_it(monkeypatch):
     assert pic.width == pic.height
 
 
+def photo_png(size=(1920, 1080), mode="RGB") -> bytes:
+    buf = io.BytesIO()
+    Image.effect_noise(size, 60).convert(mode).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def text_png(size=(1200, 800)) -> bytes:
+    from PIL import ImageDraw
+
+    img = Image.new("RGB", size, "white")
+    draw = ImageDraw.Draw(img)
+    for y in range(10, size[1] - 20, 18):
+        draw.text((20, y), f"line {y}: the quick brown fox jumps over the lazy dog " * 3,
+                  fill=(20, 20, 20))
+    buf = io.BytesIO()
+    img.save(buf, "PNG")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("size", [(1600, 900), (1200, 800)])  # downscaled, and as it is
+def test_a_photo_saved_as_png_goes_as_a_far_smaller_jpeg(size):
+    raw = photo_png(size)
+    png = io.BytesIO()
+    Image.open(io.BytesIO(raw)).resize((1568, 882) if size[0] > 1568 else size).save(png, "PNG")
+    pic = load_image(raw, name="photo.png")
+    assert pic.media_type == "image/jpeg" and decoded(pic.block()).format == "JPEG"
+    assert len(pic.data) <= images.PHOTO_RATIO * len(png.getvalue())
+    assert (pic.width, pic.height) == ((1568, 882) if size[0] > 1568 else size)
+
+
+def test_text_and_transparency_stay_lossless_png():
+    raw = text_png()
+    assert load_image(raw).data == raw  # JPEG would be no smaller: the file goes as it is
+    see_through = Image.effect_noise((800, 600), 60).convert("RGBA")
+    see_through.putpixel((0, 0), (0, 0, 0, 0))
+    buf = io.BytesIO()
+    see_through.save(buf, "PNG")
+    assert load_image(buf.getvalue()).media_type == "image/png"
+    assert load_image(photo_png((800, 600), "RGBA")).media_type == "image/jpeg"  # opaque
+
+
 def test_not_an_image_names_the_file(tmp_path):
     bad = tmp_path / "notes.png"
     bad.write_text("hello")
