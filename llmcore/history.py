@@ -1,4 +1,4 @@
-"""Canonical history upkeep: repair before each call and trimming to a character budget.
+"""Canonical history upkeep: sizes, repair before each call, squeezing old messages.
 
 Messages are ``{"role": "user"|"assistant", "content": [block, ...]}`` (see ``llmcore.base``).
 A message in a history is never changed in place: a function that changes one returns a new
@@ -6,13 +6,11 @@ dict and leaves the rest as they are. So per-message work (sizes, wire forms, jo
 records) is done once per message and found again by identity (``MessageMemo``), and a
 request's prefix stays byte-identical until a trim rewrites it.
 
-Trimming works in large, rare steps so prompt caches stay warm: while the history fits the
-budget it is only appended to; once it does not, old images become short notes (an image
-counts as its base64 length), and if that is not enough everything older than the newest
-exchange is squeezed at once (already squeezed messages squeeze to themselves, so earlier squeezed
-turns stay a stable prefix); only when that is not enough are the oldest turns dropped, well
-below the budget. The newest exchange — the last assistant message and the tool results
-answering it — is never dropped, split or turned into text.
+Trimming to a budget (``llmcore.trim``) uses these pieces: an old message's squeezed form
+(``squeeze_message``: already squeezed messages squeeze to themselves, so squeezed turns
+stay a stable prefix), a message's size (an image counts as what it costs the model: its
+pixels in tokens, not its base64 length) and the mark on the current task's first message
+(``mark_task``), which trimming never drops.
 """
 
 from __future__ import annotations
@@ -25,13 +23,11 @@ from . import images
 
 CHARS_PER_TOKEN = 3
 MESSAGE_OVERHEAD_CHARS = 40  # per-message extras a provider format adds (cache markers…)
-KEEP_AFTER_SQUEEZE = 0.8  # squeezed history above this share of the budget: drop old turns …
-DROP_TO = 0.4  # … down to this share, so drops (which rewrite the whole prefix) stay rare
 SQUEEZE_TOOL_OUTPUT = 600  # old tool output, tool input or reply text longer than this …
 SQUEEZE_HEAD = 300  # … keeps this many leading …
 SQUEEZE_TAIL = 150  # … and trailing characters
+TASK_KEY = "task"  # marks the first message of the current task (``mark_task``)
 MISSING_RESULT = "(no result: the tool call was interrupted)"
-TRIMMED_NOTE = "(earlier turns trimmed)"
 SQUEEZE_TAGS = ("history", "key_info", "earlier_context")  # working-memory parts
 MEMO_SLACK = 64  # a memo holds at most twice the live messages plus this many
 
@@ -59,7 +55,8 @@ class MessageMemo:
         self._items = {k: v for k, v in self._items.items() if k in live}
 
 
-def _text_of(block: dict) -> str:
+def block_text(block: dict) -> str:
+    """A block's text: a tool call's input as JSON, an image as its short note."""
     if block["type"] == "text":
         return block.get("text", "")
     if block["type"] == "thinking":
@@ -70,13 +67,34 @@ def _text_of(block: dict) -> str:
         return images.removed_note(block)["text"]
     content = block.get("content", "")
     if isinstance(content, list) and all(isinstance(b, dict) and "type" in b for b in content):
-        return "\n".join(_text_of(b) for b in content)  # a result's text and images
+        return "\n".join(block_text(b) for b in content)  # a result's text and images
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
 def message_chars(msg: dict) -> int:
-    """Size of a message as sent: its JSON form, so quoting and structure count too."""
-    return len(json.dumps(msg, ensure_ascii=False)) + MESSAGE_OVERHEAD_CHARS
+    """Size of a message as sent: its JSON form, so quoting and structure count too; an
+    image counts as what it costs the model (its pixels in tokens), not its base64 length."""
+    extra = MESSAGE_OVERHEAD_CHARS
+    if images.has_images(msg):
+        extra += sum(map(image_chars, images.iter_images([msg])))
+        msg = images.map_images([msg], images.meta)[0]
+    return len(json.dumps(msg, ensure_ascii=False)) + extra
+
+
+def image_chars(block: dict) -> int:
+    """An image's share of the budget: its token cost in characters."""
+    return images.token_estimate(block) * CHARS_PER_TOKEN
+
+
+def mark_task(msg: dict) -> dict:
+    """The first message of a task, marked so that trimming keeps it."""
+    return {**msg, TASK_KEY: True}
+
+
+def task_index(messages: list[dict]) -> int | None:
+    """Index of the current task's first message (the last marked one), if any."""
+    return next((i for i in range(len(messages) - 1, -1, -1)
+                 if messages[i].get(TASK_KEY)), None)
 
 
 def history_chars(messages: list[dict], size: Callable[[dict], int] = message_chars) -> int:
@@ -97,7 +115,7 @@ def repair(messages: list[dict]) -> list[dict]:
 def _clean(msg: dict) -> dict:
     blocks = [b for b in msg["content"]
               if not (b["type"] == "text" and not b.get("text", "").strip())]
-    return msg if len(blocks) == len(msg["content"]) else {"role": msg["role"], "content": blocks}
+    return msg if len(blocks) == len(msg["content"]) else {**msg, "content": blocks}
 
 
 def _merge_roles(messages: list[dict]) -> list[dict]:
@@ -106,17 +124,18 @@ def _merge_roles(messages: list[dict]) -> list[dict]:
         if not m["content"]:
             continue
         if out and out[-1]["role"] == m["role"]:
-            out[-1] = {"role": m["role"], "content": out[-1]["content"] + m["content"]}
+            out[-1] = {**m, **out[-1], "content": out[-1]["content"] + m["content"]}
         else:
             out.append(m)
     return out
 
 
-def _same(msg: dict, blocks: list[dict]) -> dict:
+def with_blocks(msg: dict, blocks: list[dict]) -> dict:
+    """``msg`` with ``blocks`` as content: the very same message when they are its own."""
     old = msg["content"]
     if len(blocks) == len(old) and all(a is b for a, b in zip(blocks, old, strict=True)):
         return msg
-    return {"role": msg["role"], "content": blocks}
+    return {**msg, "content": blocks}
 
 
 def _pair_tools(messages: list[dict]) -> list[dict]:
@@ -128,11 +147,11 @@ def _pair_tools(messages: list[dict]) -> list[dict]:
     for m in messages:
         if m["role"] == "assistant":
             blocks, renames = _unique_calls(m["content"], seen)
-            out.append(_same(m, blocks))
+            out.append(with_blocks(m, blocks))
             continue
         blocks = _renamed_results(m["content"], renames) if renames else m["content"]
         renames = {}
-        out.append(_same(m, _answer(_asked(out), blocks)))
+        out.append(with_blocks(m, _answer(_asked(out), blocks)))
     asked = _asked(out)
     if asked and out[-1]["role"] == "assistant":
         out.append({"role": "user", "content": _answer(asked, [])})
@@ -187,7 +206,7 @@ def _answer(asked: list[str], blocks: list[dict]) -> list[dict]:
         elif b["tool_use_id"] in asked and b["tool_use_id"] not in results:
             results[b["tool_use_id"]] = b
         elif b["tool_use_id"] not in results:
-            rest.append({"type": "text", "text": f"[tool result]\n{_text_of(b)}"})
+            rest.append({"type": "text", "text": f"[tool result]\n{block_text(b)}"})
     paired = [results.get(i) or {"type": "tool_result", "tool_use_id": i,
                                  "content": MISSING_RESULT} for i in asked]
     return paired + rest
@@ -235,7 +254,7 @@ def _squeeze_block(b: dict, role: str) -> dict | None:
     if kind == "image":
         return images.removed_note(b)
     if kind == "tool_result":
-        content = squeeze_text(_text_of(b))
+        content = squeeze_text(block_text(b))
         return b if content == b.get("content") else {**b, "content": content}
     if kind == "tool_use":
         data = _squeeze_value(b.get("input"))
@@ -254,27 +273,7 @@ def squeeze_message(msg: dict) -> dict:
     blocks = [s for b in msg["content"] if (s := _squeeze_block(b, msg["role"])) is not None]
     if not blocks:
         blocks = [{"type": "text", "text": "(squeezed)"}]
-    return _same(msg, blocks)
-
-
-def _squeeze_results(msg: dict) -> dict:
-    """The newest exchange's tool output cut to head + tail; its images stay: they are what
-    the model is about to look at."""
-    blocks = [_squeeze_result_text(b) if b["type"] == "tool_result" else b
-              for b in msg["content"]]
-    return _same(msg, blocks)
-
-
-def _squeeze_result_text(b: dict) -> dict:
-    pictures = images.result_images(b)
-    if not pictures:
-        return _squeeze_block(b, "user")
-    text = squeeze_text("\n".join(x["text"] for x in b["content"] if x["type"] == "text"))
-    return {**b, "content": [{"type": "text", "text": text}, *pictures]}
-
-
-def _without_images(msg: dict) -> dict:
-    return images.map_images([msg], images.removed_note)[0]
+    return with_blocks(msg, blocks)
 
 
 def retire_working_memory(messages: list[dict]) -> list[dict]:
@@ -285,7 +284,7 @@ def retire_working_memory(messages: list[dict]) -> list[dict]:
         return messages
     blocks = [b if b["type"] != "text" else _squeeze_block(b, "user")
               for b in messages[i]["content"]]
-    retired = _same(messages[i], blocks)
+    retired = with_blocks(messages[i], blocks)
     return messages if retired is messages[i] else [*messages[:i], retired, *messages[i + 1:]]
 
 
@@ -298,56 +297,3 @@ def _previous_user(messages: list[dict]) -> int | None:
             return i
         seen = 1
     return None
-
-
-# ---- trimming --------------------------------------------------------------------------
-def newest_exchange_start(messages: list[dict]) -> int:
-    """Index of the last assistant message (else of the last message)."""
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i]["role"] == "assistant":
-            return i
-    return max(len(messages) - 1, 0)
-
-
-def trim(messages: list[dict], budget_chars: int, keep_prefix: int = 0,
-         size: Callable[[dict], int] = message_chars) -> list[dict]:
-    """A history that fits ``budget_chars`` if it can (the input list is not changed).
-
-    Over budget: old images become short notes first (an image counts as its base64 length);
-    if still over, squeeze everything older than the newest exchange; if that leaves more than
-    ``KEEP_AFTER_SQUEEZE`` of the budget, drop the oldest turns down to ``DROP_TO``; if the
-    newest exchange alone is still over, squeeze its tool output (its images stay).
-    """
-    if history_chars(messages, size) <= budget_chars:
-        return messages
-    start = newest_exchange_start(messages)
-    keep = min(keep_prefix, start)
-    out = [*messages[:keep], *map(_without_images, messages[keep:start]), *messages[start:]]
-    if history_chars(out, size) <= budget_chars:  # old images go first: each a short note
-        return out
-    out = [*out[:keep], *map(squeeze_message, out[keep:start]), *out[start:]]
-    if history_chars(out, size) > budget_chars * KEEP_AFTER_SQUEEZE:
-        out = _drop_oldest(out, keep, start, int(budget_chars * DROP_TO), size)
-    if history_chars(out, size) > budget_chars:
-        newest = len(messages) - start
-        out = [*out[:-newest], *map(_squeeze_results, out[-newest:])]
-    return out
-
-
-def _drop_oldest(out: list[dict], keep: int, newest_at: int, target: int,
-                 size: Callable[[dict], int]) -> list[dict]:
-    """Drop whole turns after the kept prefix, never reaching the newest exchange."""
-    total = history_chars(out, size)
-    cut = keep
-    while cut < newest_at and total > target:
-        total -= size(out[cut])
-        cut += 1
-        while cut < newest_at and out[cut]["role"] != "user":
-            total -= size(out[cut])
-            cut += 1
-    head, kept = out[:keep], out[cut:]
-    before = head[-1]["role"] if head else "assistant"  # a history starts with a user turn
-    if kept and kept[0]["role"] == before:
-        role = "assistant" if before == "user" else "user"
-        kept = [{"role": role, "content": [{"type": "text", "text": TRIMMED_NOTE}]}, *kept]
-    return repair(head + kept)

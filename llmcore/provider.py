@@ -16,7 +16,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from . import images
 from .base import LLMResponse, Usage
 from .config import Profile
 from .history import CHARS_PER_TOKEN, history_chars, message_chars
@@ -194,9 +193,7 @@ def estimate_usage(req: Request, resp: LLMResponse,
                    size: Callable[[dict], int] = message_chars) -> Usage:
     """Usage from the characters sent and received, for a server that reports none
     (``size``: a message's characters, e.g. the session's per-message memo)."""
-    sent = len(req.system or "") + history_chars(req.messages, size)
-    for block in images.iter_images(req.messages):  # an image costs its pixels, not its bytes
-        sent += images.token_estimate(block) * CHARS_PER_TOKEN - len(block.get("data", ""))
+    sent = len(req.system or "") + history_chars(req.messages, size)  # images by pixels
     if req.tools:
         sent += len(json.dumps(req.tools, ensure_ascii=False))
     got = len(resp.content) + len(resp.thinking) + sum(

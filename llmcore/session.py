@@ -29,16 +29,17 @@ from .config import Config, Profile, coerce, resolve_key
 from .history import (
     CHARS_PER_TOKEN,
     MessageMemo,
+    mark_task,
     message_chars,
     repair,
     retire_working_memory,
-    trim,
 )
 from .logs import SessionLog
 from .provider import Deadline, Request, estimate_usage
 from .retry import Aborted, ProviderFailure, TurnBudget, classify, retrying
 from .secrets import Redactor
 from .textmode import ToolPrompt, parse_calls, render_message
+from .trim import trim
 
 log = logging.getLogger("ga.llm")
 FORCED_TRIM_FACTOR = 0.5  # after a context-length error, trim to this share of the budget
@@ -170,8 +171,9 @@ class LLMSession:
         self._abort.clear()
         self._turn += 1
         system, new = new_messages_to_blocks(messages)
-        if system is not None:
+        if system is not None:  # a new task: its first message is kept through trimming
             self.system = system
+            new[:1] = [mark_task(m) for m in new[:1]]
         self._maybe_spring_back()
         self.history = retire_working_memory([*self.history, *new])
         if self.profile.tool_mode == "text":

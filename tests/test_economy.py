@@ -74,7 +74,7 @@ def test_newest_tool_call_and_its_result_survive_a_tight_budget(home, llm_server
         calls, results = calls_and_results(kind, body)
         assert calls and calls == results  # every call sent has its own result, in order
     last = json.dumps(llm_server.bodies()[-1])
-    assert "out3|xxx" in last and "squeezed" in last and "[tool result]" not in last
+    assert "out3|xxx" in last and "cut here" in last and "[tool result]" not in last
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -11,11 +11,12 @@ from llmcore.history import (
     MISSING_RESULT,
     SQUEEZE_HEAD,
     history_chars,
+    mark_task,
     repair,
     retire_working_memory,
     squeeze_message,
-    trim,
 )
+from llmcore.trim import TASK_SHARE, TRIMMED_NOTE, trim
 
 
 def user(*blocks):
@@ -157,9 +158,12 @@ def history_from(shapes):
 
 @settings(max_examples=300, deadline=None)
 @given(shapes=st.lists(turn_shape, min_size=1, max_size=12), share=st.floats(0, 1.2),
-       keep_prefix=st.integers(0, 3))
-def test_trimmed_history_answers_every_tool_call_with_its_own_result(shapes, share, keep_prefix):
+       keep_prefix=st.integers(0, 3), pin=st.booleans())
+def test_trimmed_history_answers_every_tool_call_with_its_own_result(shapes, share, keep_prefix,
+                                                                     pin):
     msgs = repair(history_from(shapes))
+    if pin:
+        msgs[0] = mark_task(msgs[0])
     before = copy.deepcopy(msgs)
     budget = int(history_chars(msgs) * share)
     out = trim(msgs, budget, keep_prefix)
@@ -175,8 +179,10 @@ def test_trimmed_history_answers_every_tool_call_with_its_own_result(shapes, sha
         if b["type"] == "tool_result":  # whole, or squeezed to its head and tail
             assert sent[b["tool_use_id"]][:SQUEEZE_HEAD] == b["content"][:SQUEEZE_HEAD]
     assert not any("[tool result]" in b.get("text", "") for b in out[-1]["content"])
+    if pin:  # the task is never dropped
+        assert out[0]["content"][0] == text("the task")
     if history_chars(out) > budget:  # over only when the newest exchange alone is too big
-        assert len(out) <= keep_prefix + 3
+        assert len(out) <= keep_prefix + 3 + pin
 
 
 def test_newest_tool_call_is_kept_with_its_result_when_it_alone_is_over_budget():
@@ -186,8 +192,51 @@ def test_newest_tool_call_is_kept_with_its_result_when_it_alone_is_over_budget()
     assert out[-2]["content"] == [text("reading"), use("new")]
     assert out[-1]["content"][0]["type"] == "tool_result"
     assert out[-1]["content"][0]["tool_use_id"] == "new"
-    assert "squeezed" in out[-1]["content"][0]["content"]
+    assert "cut here" in out[-1]["content"][0]["content"]
     assert history_chars(out) <= 2000
+
+
+def test_newest_output_is_cut_only_as_far_as_the_budget_needs():
+    lines = "".join(f"{i:03d}| some file content on line {i}\n" for i in range(600))
+    msgs = repair([user(text("go")), bot(use("old")), user(result("old", "o" * 100)),
+                   bot(text("reading"), use("new")), user(result("new", lines))])
+    budget = 8000
+    out = trim(msgs, budget)
+    assert 0.9 * budget <= history_chars(out) <= budget  # most of the room is used
+    cut = out[-1]["content"][0]["content"]
+    assert cut.startswith("000| some") and cut.endswith("599| some file content on line 599\n")
+    assert "lines (" in cut and "cut here" in cut and "fewer lines" in cut
+    head, tail = cut.split("\n…[")
+    assert head.endswith("\n") and tail.split("]…\n")[1][:3].isdigit()  # whole lines
+
+
+def test_the_task_is_never_dropped_and_stays_right_after_the_kept_prefix():
+    earlier = [user(text("an earlier task")), bot(text("earlier answer"))]
+    task = mark_task(user(text("THE TASK")))
+    turns = []
+    for n in range(30):
+        turns += [bot(text(f"<summary>{n}</summary>"), use(f"t{n}")),
+                  user(result(f"t{n}", "x" * 400))]
+    msgs = repair([*earlier, task, *turns])
+    out = trim(msgs, 8000)
+    assert history_chars(out) <= 8000 and len(out) < len(msgs) - 2
+    assert out[0] is msgs[2]  # the earlier task went first; this one is kept as it was
+    assert out[1] == bot(text(TRIMMED_NOTE)) and out[2]["role"] == "user"
+    for n in range(30, 60):  # and it stays put as turns go on
+        out = trim([*out, bot(use(f"t{n}")), user(result(f"t{n}", "x" * 400))], 8000)
+        assert out[0] is msgs[2]
+
+
+def test_a_huge_task_is_cut_to_its_share_of_the_budget():
+    task = mark_task(user(text("START " + "details " * 5000 + " END")))
+    msgs = repair([task, bot(use("a")), user(result("a", "y" * 3000)),
+                   bot(use("b")), user(result("b", "z" * 3000))])
+    budget = 8000
+    out = trim(msgs, budget)
+    kept = out[0]["content"][0]["text"]
+    assert kept.startswith("START") and kept.endswith("END") and "of the task cut" in kept
+    assert history_chars(out[:1]) <= budget * TASK_SHARE and history_chars(out) <= budget
+    assert trim(msgs, budget)[0] == out[0]  # cut the same way every time: a stable prefix
 
 
 def test_squeezing_is_idempotent_so_squeezed_turns_stay_a_stable_prefix():
