@@ -33,6 +33,7 @@ from .history import (
     message_chars,
     repair,
     retire_working_memory,
+    task_index,
 )
 from .logs import SessionLog
 from .provider import Deadline, Request, estimate_usage
@@ -176,8 +177,6 @@ class LLMSession:
             new[:1] = [mark_task(m) for m in new[:1]]
         self._maybe_spring_back()
         self.history = retire_working_memory([*self.history, *new])
-        if self.profile.tool_mode == "text":
-            self._add_tool_list(tools)
         self.log.request(f"{self.name} ({self.model})", system, new)
         try:
             resp = yield from self._chat_members(tools)
@@ -207,11 +206,9 @@ class LLMSession:
 
     def _drop_unanswered(self) -> None:
         """After a failed call, the user message(s) no reply answered leave the history, so
-        the next task does not send them again (a tool list they carried is sent again)."""
+        the next task does not send them again."""
         while self.history and self.history[-1]["role"] == "user":
-            dropped = self.history.pop()
-            if any(b.get("text") == self._tool_prompt.last_sent for b in dropped["content"]):
-                self._tool_prompt = ToolPrompt()
+            self.history.pop()
 
     def _maybe_spring_back(self) -> None:
         if self.active and time.monotonic() - self._failed_at >= self.spring_back:
@@ -280,30 +277,27 @@ class LLMSession:
         budget = prof.context_win * CHARS_PER_TOKEN
         if forced:
             budget = int(budget * FORCED_TRIM_FACTOR)
-        # the window holds the system prompt and the tool list too
-        budget -= len(system or "") + (len(json.dumps(tools, ensure_ascii=False)) if tools else 0)
+        text_mode = prof.tool_mode == "text"
+        budget -= len(system or "") + self._tools_chars(tools, text_mode)  # in the window too
         self.history = trim(repair(self.history), max(budget, 0), prof.trim_keep_prefix,
                             self._size)
         self._size.keep_only(self.history)
-        if prof.tool_mode == "text" and self._tool_prompt.last_sent is None:
-            self._add_tool_list(tools)
         messages = self.history
         if not prof.sees_images:  # each image a note, made once per message
             self._notes.keep_only(messages)
             messages = [self._notes(m) for m in messages]
-        if prof.tool_mode == "text":
+        if text_mode:  # the tool list rides with the task's message, wherever it now is
             self._as_text.keep_only(messages)
-            return Request(system, [self._as_text(m) for m in messages], None, prof)
+            rendered = [self._as_text(m) for m in messages]
+            task = task_index(messages)
+            return Request(system, self._tool_prompt.apply(rendered, task or 0, tools), None,
+                           prof)
         return Request(system, messages, tools or None, prof)
 
-    def _add_tool_list(self, tools: list[dict] | None) -> None:
-        last = self.history[-1] if self.history else None
-        if last is None or last["role"] != "user":
-            return
-        text = self._tool_prompt.for_turn(tools)
-        if text:  # a new message object: history messages are never changed in place
-            block = {"type": "text", "text": text}
-            self.history = [*self.history[:-1], {**last, "content": [*last["content"], block]}]
+    def _tools_chars(self, tools: list[dict] | None, text_mode: bool) -> int:
+        if text_mode:
+            return self._tool_prompt.chars(tools)
+        return len(json.dumps(tools, ensure_ascii=False)) if tools else 0
 
     def _attempt(self, req: Request, tools: list[dict] | None) -> ChatStream:
         provider = self._provider()

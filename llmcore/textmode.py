@@ -15,10 +15,10 @@ import re
 from collections.abc import Iterable, Iterator
 
 from .base import ToolCall
+from .history import MessageMemo
 from .images import is_image
 from .provider import result_text
 
-RESEND_EVERY = 10  # turns between full tool-list reminders when the list is unchanged
 PROTOCOL = (
     "You can call tools. To call one, write exactly:\n"
     '<tool_use>{{"name": "TOOL_NAME", "arguments": {{...}}}}</tool_use>\n'
@@ -26,7 +26,8 @@ PROTOCOL = (
     "Results come back in <tool_result> blocks in the next message.\n"
     "Available tools (JSON schema):\n{tools}"
 )
-REMINDER = "(Tool protocol unchanged: call tools with <tool_use>{...}</tool_use>.)"
+REMINDER = ('(Tools as listed in the task\'s message: {names}. Call one with <tool_use>{{"name": '
+            '"TOOL_NAME", "arguments": {{...}}}}</tool_use>.)')
 _TAG_RE = re.compile(r"<(tool_use|tool_call)>\s*(.*?)\s*(?:</\1>|\Z)", re.S)
 # a fenced code block (```/~~~ to its closing fence or the end), an inline code span (a run
 # of backticks to the same run on its line) or a tag: calls the model only quotes as code
@@ -46,23 +47,50 @@ def tool_list_text(tools: list[dict]) -> str:
     return PROTOCOL.format(tools=json.dumps(specs, ensure_ascii=False, indent=1))
 
 
+def reminder_text(tools: list[dict]) -> str:
+    return REMINDER.format(names=", ".join(t["function"]["name"] for t in tools))
+
+
 class ToolPrompt:
-    """Decides when the full tool list goes into the next user message."""
+    """The tool protocol in every request of text tool mode: the full tool list rides at the
+    end of the task's first message — one place in the cached prefix, kept however the
+    history is trimmed — and a later newest message ends with a one-line reminder."""
 
     def __init__(self) -> None:
-        self.last_sent: str | None = None
-        self.turns_since = 0
+        self._texts: tuple[str, ...] = ()  # the tool list and the reminder
+        self._memos: tuple[MessageMemo, ...] = ()  # a message with each of them appended
 
-    def for_turn(self, tools: list[dict] | None) -> str | None:
+    def _for(self, tools: list[dict]) -> tuple[MessageMemo, ...]:
+        texts = (tool_list_text(tools), reminder_text(tools))
+        if texts != self._texts:  # another list: the messages made with the old one go
+            self._texts = texts
+            self._memos = tuple(MessageMemo(lambda m, t=t: _appended(m, t)) for t in texts)
+        return self._memos
+
+    def chars(self, tools: list[dict] | None) -> int:
+        """What the tool prompt adds to a request, at most."""
         if not tools:
-            return None
-        text = tool_list_text(tools)
-        self.turns_since += 1
-        if text != self.last_sent or self.turns_since >= RESEND_EVERY:
-            self.last_sent = text
-            self.turns_since = 0
-            return text
-        return None
+            return 0
+        self._for(tools)
+        return sum(map(len, self._texts))
+
+    def apply(self, messages: list[dict], task: int, tools: list[dict] | None) -> list[dict]:
+        """The request's (text form) messages with the tool list on ``messages[task]`` and
+        the reminder on the last message when that is a later one."""
+        if not tools or not messages:
+            return messages
+        with_list, with_reminder = self._for(tools)
+        out = list(messages)
+        out[task] = with_list(out[task])
+        if task < len(out) - 1:
+            out[-1] = with_reminder(out[-1])
+        with_list.keep_only(messages)
+        with_reminder.keep_only(messages)
+        return out
+
+
+def _appended(msg: dict, text: str) -> dict:
+    return {**msg, "content": [*msg["content"], {"type": "text", "text": text}]}
 
 
 def parse_calls(reply: str, turn: int, tools: set[str] | frozenset[str] = frozenset()

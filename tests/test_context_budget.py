@@ -44,6 +44,24 @@ def run(home, server, profile: dict, capsys) -> list[dict]:
     return server.bodies()
 
 
+@pytest.mark.parametrize("context_win", [6000, None])  # None: the default 35,000
+def test_text_mode_sends_the_tool_list_and_the_task_in_every_request(
+        home, llm_server, context_win, capsys):
+    big_file()
+    read_calls(llm_server, 14, text_mode=True)
+    window = {"context_win": context_win} if context_win else {}
+    bodies = run(home, llm_server, {"provider": "openai", "tool_mode": "text", **LOCAL,
+                                    **window}, capsys)
+    assert len(bodies) == 15
+    sizes = [len(json.dumps(b)) for b in bodies]
+    assert any(b < a for a, b in zip(sizes, sizes[1:], strict=False))  # the history was trimmed
+    for n, body in enumerate(bodies):
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        assert TASK in users[0] and "You can call tools" in users[0], n
+        assert '"name": "file_read"' in users[0]  # the full list, with the task
+        assert n == 0 or "<tool_use>" in users[-1] and "file_read" in users[-1]  # reminder
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_small_window_keeps_most_of_the_newest_output_and_says_it_was_cut(
         home, llm_server, kind, capsys):

@@ -173,16 +173,23 @@ def test_truncation_and_refusal_reach_the_loop(home, llm_server, kind, stop):
     assert resp.stop_reason == stop and resp.content == "partial"
 
 
-def test_text_mode_tool_list_resent_only_when_changed_or_every_ten_turns(home, llm_server):
+def test_text_mode_tool_list_rides_with_the_task_and_the_newest_message_gets_a_reminder(
+        home, llm_server):
     client = client_for(home, llm_server, provider="openai", tool_mode="text")
-    for turn in range(15):
+    for turn in range(6):
         llm_server.queue(Reply(text=f"turn {turn}"))
         tools = TOOLS if turn != 3 else TOOLS[:1]
         run_chat(client, [{"role": "user", "content": f"u{turn}"}], tools)
-    sent = [body["messages"][-1]["content"] for body in llm_server.bodies()]
-    with_list = [i for i, text in enumerate(sent) if "Available tools" in text]
-    assert with_list == [0, 3, 4, 14]  # first, changed, changed back, 10 turns later
-    assert "tools" not in llm_server.bodies()[0]
+    bodies = llm_server.bodies()
+    assert "tools" not in bodies[0]
+    for turn, body in enumerate(bodies):
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        assert users[0].startswith("u0") and users[0].count("Available tools") == 1
+        assert sum(text.count("Available tools") for text in users) == 1
+        assert ("Tools as listed" in users[-1]) == (turn > 0)
+        names = '"name": "code_run"' in users[0]
+        assert names == (turn != 3)  # the list as it is now: turn 3 had one tool
+    assert bodies[2]["messages"][:2] == bodies[1]["messages"][:2]  # a stable prefix
 
 
 def test_text_mode_json_array_and_bad_json(home, llm_server):
