@@ -6,6 +6,8 @@ stderr), honours its timeout and abort without blocking the task, and every way 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -19,6 +21,7 @@ from llmcore.scripted import ScriptedClient
 from tools.inline_eval import run_inline
 
 OPENAI_KEY = "sk-proj-" + "Zq9_xW3-" * 8
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def inline(script: str, **args) -> dict:
@@ -123,3 +126,29 @@ def test_inline_code_runs_in_the_named_folder(home, tmp_path):
     client = ScriptedClient([inline("import os\n_r = os.getcwd()", cwd="sub"), {"text": "ok"}])
     list(GenericAgent(client, home=home, cwd=Path.cwd()).run_task("where"))
     assert json.loads(sent_results(client)[0])["result"].endswith("/work/sub'")
+
+
+@pytest.mark.parametrize("stream,flags", [("stdout", []), ("stderr", ["--json"])])
+def test_inline_code_closing_a_stream_leaves_the_runtime_s_streams_open(tmp_path, stream,
+                                                                         flags):
+    code = f"import sys\nsys.{stream}.write('x' * 10)\nsys.{stream}.close()\nprint('after')"
+    model = tmp_path / "m.yaml"
+    model.write_text(yaml.safe_dump([inline(code), {"text": "the answer"}]))
+    env = {**os.environ, "GA_HOME": str(tmp_path / "h"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "ga.py"), "-m", f"scripted:{model}",
+                           *flags, "close it"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "the answer" in proc.stdout and "Traceback" not in proc.stderr
+    assert "lost sys." not in proc.stderr
+    if flags:
+        events = [json.loads(line) for line in proc.stdout.splitlines()]
+        result = next(e for e in events if e["type"] == "tool_result")["data"]
+        assert result["status"] == "success" and result["stdout"] == "xxxxxxxxxxafter\n"
+
+
+def test_inline_code_cannot_detach_the_runtime_s_stdout(tmp_path, capsys):
+    result = run_inline("import sys\nsys.stdout.detach()", {}, tmp_path)
+    assert result["status"] == "error" and result["msg"].startswith("UnsupportedOperation")
+    print("still printing")
+    assert "still printing" in capsys.readouterr().out

@@ -10,6 +10,7 @@ the runtime's own streams. Past its timeout, or on abort, it is left behind in i
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 import threading
@@ -131,6 +132,13 @@ class _Routed:
     def flush(self) -> None:
         if threading.get_ident() not in self.sinks:
             self.real.flush()
+
+    def close(self) -> None:
+        """Inline code closing its ``sys.stdout`` or ``sys.stderr`` closes nothing: the
+        stream behind the router is the runtime's own."""
+
+    def detach(self) -> None:
+        raise io.UnsupportedOperation("the runtime's stream cannot be detached")
 
     def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno ... of the real one
         return getattr(self.real, name)
