@@ -16,8 +16,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import math
 import os
+import re
 import stat
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -27,6 +30,8 @@ from .base import ConfigError
 MAX_SIDE = 1568  # long side sent to a model, in pixels (Anthropic's recommended maximum)
 MAX_BYTES = 3_750_000  # encoded size cap: its base64 stays under the 5 MB APIs accept
 MAX_SOURCE_BYTES = 50_000_000  # a bigger file is refused before it is read
+MAX_PIXELS = 40_000_000  # pixels decoded (a JPEG's after draft); a bigger image is refused
+REDUCIBLE_MODES = ("L", "LA", "RGB", "RGBA")  # what Image.reduce averages as colours
 JPEG_QUALITY = 85
 MIN_JPEG_QUALITY = 40
 QUALITY_STEP = 15
@@ -39,7 +44,9 @@ FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF"
 EXTENSIONS = {"image/png": "png", "image/jpeg": "jpeg", "image/webp": "webp",
               "image/gif": "gif"}
 SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
-SUPPORTED = "use PNG, JPEG, WebP or GIF"
+FORMAT_NAMES = "PNG, JPEG, WebP or GIF"
+SUPPORTED = f"use {FORMAT_NAMES}"
+UNUSABLE = "not an image this runtime can send"
 PIXELS_PER_TOKEN = 750  # what an image costs a vision model (Anthropic's published rule)
 NO_VISION = ("{model} cannot see images, so the {n} image(s) were not sent: its profile has "
              "vision: false (the default with a base_url). Pick a vision model (-m, /model), "
@@ -95,22 +102,67 @@ def read_source(path: str | Path) -> bytes:
         raise ImageError(label, f"cannot read the image: {e.strerror or e}") from None
 
 
-def open_image(raw: bytes, label: str) -> Any:
-    """The decoded Pillow image (formats checked); ``ImageError`` otherwise."""
+def open_image(raw: bytes, label: str) -> tuple[Any, tuple[int, int]]:
+    """The decoded Pillow image and the size of the source (formats and ``MAX_PIXELS``
+    checked from the header); ``ImageError`` otherwise. An image far larger than
+    ``MAX_SIDE`` is decoded reduced: a JPEG at 1/2 to 1/8 scale (``draft``), any other then
+    shrunk by a whole factor (``reduce``), so no full-size copy outlives the decoding."""
     from PIL import Image, UnidentifiedImageError
 
     if len(raw) > MAX_SOURCE_BYTES:
         raise ImageError(label, f"{len(raw):,} bytes is too large for an image "
                                 f"(limit {MAX_SOURCE_BYTES:,})")
     try:
-        img = Image.open(io.BytesIO(raw))
-        if img.format not in FORMATS:
-            raise ImageError(label, f"{img.format} images are not supported; {SUPPORTED}")
+        with warnings.catch_warnings():  # the pixel cap below is lower than Pillow's
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(raw))
+    except Image.DecompressionBombError:
+        raise _too_large(label, f"more than {2 * Image.MAX_IMAGE_PIXELS:,}", raw) from None
+    except (UnidentifiedImageError, OSError, ValueError):
+        raise ImageError(label, f"{UNUSABLE}: its data is not {FORMAT_NAMES}") from None
+    if img.format not in FORMATS:
+        raise ImageError(label, f"{img.format} images are not supported; {SUPPORTED}")
+    original = img.size
+    if img.format == "JPEG" and max(original) >= 2 * MAX_SIDE:
+        img.draft(None, _fitting(original, MAX_SIDE + 1))
+    if img.width * img.height > MAX_PIXELS:
+        raise _too_large(label, f"{original[0]}x{original[1]}", raw)
+    try:
         img.load()
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as e:
-        raise ImageError(label, f"not an image this runtime can send ({e}); {SUPPORTED}") \
-            from None
-    return img
+    except (OSError, ValueError, EOFError, SyntaxError) as e:
+        raise ImageError(label, f"{UNUSABLE}: the data is damaged or cut short "
+                                f"({_reason(e)})") from None
+    return _reduced(img), original
+
+
+def _too_large(label: str, size: str, raw: bytes) -> ImageError:
+    return ImageError(label, f"{size} pixels ({len(raw):,} bytes) is too large to decode "
+                             f"(limit {MAX_PIXELS:,} pixels); scale it down first")
+
+
+def _reason(error: Exception) -> str:
+    """Pillow's words for a decoding error, without object reprs."""
+    return re.sub(r"<[^>]*>", "the image", str(error)).strip() or type(error).__name__
+
+
+def _fitting(size: tuple[int, int], side: int) -> tuple[int, int]:
+    """``size`` scaled so its long side is ``side``."""
+    ratio = side / max(size)
+    return max(1, math.ceil(size[0] * ratio)), max(1, math.ceil(size[1] * ratio))
+
+
+def _reduced(img: Any) -> Any:
+    """``img`` shrunk by the whole factor that keeps its long side at least ``MAX_SIDE``
+    (palette and other modes as RGB(A) first), its format kept; ``img`` itself when
+    under twice that."""
+    factor = max(img.size) // MAX_SIDE
+    if factor < 2:
+        return img
+    source = img if img.mode in REDUCIBLE_MODES else img.convert(
+        "RGBA" if _has_alpha(img) else "RGB")
+    small = source.reduce(factor)
+    small.format = img.format  # the source's format decides how it is re-encoded
+    return small
 
 
 def load_image(source: str | Path | bytes, name: str | None = None) -> Picture:
@@ -118,26 +170,26 @@ def load_image(source: str | Path | bytes, name: str | None = None) -> Picture:
     ``MAX_SIDE`` and under ``MAX_BYTES``, keeping the aspect ratio; EXIF rotation applied."""
     label = name or (str(source) if not isinstance(source, bytes) else "image bytes")
     raw = source if isinstance(source, bytes) else read_source(source)
-    return picture(open_image(raw, label), raw, label)
+    return picture(*open_image(raw, label), raw, label)
 
 
-def picture(img: Any, raw: bytes, label: str) -> Picture:
-    """The send-ready form of ``img`` (opened by ``open_image`` from ``raw``)."""
+def picture(img: Any, original: tuple[int, int], raw: bytes, label: str) -> Picture:
+    """The send-ready form of ``img`` (opened by ``open_image`` from ``raw``, ``original``
+    pixels in size)."""
     base = Path(label).name
     rotated = img.getexif().get(EXIF_ORIENTATION, 1) not in (0, 1)
-    if img.format != "GIF" and not rotated and max(img.size) <= MAX_SIDE \
+    if img.format != "GIF" and not rotated and max(original) <= MAX_SIDE \
             and len(raw) <= MAX_BYTES:
-        kept = Picture(FORMATS[img.format], raw, img.width, img.height, base, img.size)
+        kept = Picture(FORMATS[img.format], raw, img.width, img.height, base, original)
         return _as_jpeg(img, kept) if img.format == "PNG" else kept
-    return _reencode(img, base)
+    return _reencode(img, base, original)
 
 
-def _reencode(img: Any, name: str) -> Picture:
+def _reencode(img: Any, name: str, original: tuple[int, int]) -> Picture:
     """Downscale (first frame for GIF) and encode until the size cap holds."""
     from PIL import ImageOps
 
     fmt = img.format if img.format in ("JPEG", "WEBP") else "PNG"
-    original = img.size
     img.seek(0)  # GIF: the first frame
     frame = ImageOps.exif_transpose(img)
     frame = frame.convert("RGBA" if fmt != "JPEG" and _has_alpha(img) else "RGB")
@@ -219,10 +271,10 @@ def for_model(items: list | None, client: Any) -> list[dict]:
 def inspect(raw: bytes, label: str, decode: bool) -> tuple[dict, Picture | None]:
     """An image file's facts (name, format, width, height, bytes) and, with ``decode``, the
     picture to send."""
-    img = open_image(raw, label)
-    facts = {"name": Path(label).name, "format": img.format, "width": img.width,
-             "height": img.height, "bytes": len(raw)}
-    return facts, picture(img, raw, label) if decode else None
+    img, original = open_image(raw, label)
+    facts = {"name": Path(label).name, "format": img.format, "width": original[0],
+             "height": original[1], "bytes": len(raw)}
+    return facts, picture(img, original, raw, label) if decode else None
 
 
 def meta(block: dict) -> dict:

@@ -6,6 +6,9 @@ import base64
 import io
 import os
 import random
+import struct
+import warnings
+import zlib
 
 import pytest
 from PIL import Image
@@ -18,6 +21,17 @@ def make(fmt: str, size=(40, 30), mode="RGB", color=(200, 30, 30)) -> bytes:
     buf = io.BytesIO()
     Image.new(mode, size, color).save(buf, fmt)
     return buf.getvalue()
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG that claims ``width`` x ``height`` but holds no pixel data."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(
+            ">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"x") + chunk(
+        b"IEND", b"")
 
 
 def decoded(block: dict) -> Image.Image:
@@ -139,12 +153,47 @@ def test_a_huge_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
         load_image(big)
 
 
-def test_a_decompression_bomb_is_an_image_error(monkeypatch):
-    from PIL import Image as PILImage
+def test_an_image_over_the_pixel_cap_is_refused_before_decoding(tmp_path):
+    big = tmp_path / "poster.png"
+    big.write_bytes(png_header(13000, 13000))  # no pixel data: decoding it would fail
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nor does Pillow's bomb warning reach the console
+        with pytest.raises(ImageError) as info:
+            load_image(big)
+    assert str(info.value) == (
+        f"{big}: 13000x13000 pixels ({big.stat().st_size:,} bytes) is too large to decode "
+        f"(limit {images.MAX_PIXELS:,} pixels); scale it down first")
 
-    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 100)
-    with pytest.raises(ImageError, match="bomb.png: not an image this runtime can send"):
-        load_image(make("PNG", size=(300, 300)), name="bomb.png")
+
+def test_a_decompression_bomb_is_refused_by_the_pixel_cap():
+    with pytest.raises(ImageError, match=r"bomb.png: more than [\d,]+ pixels \(\d+ bytes\) "
+                                         r"is too large to decode"):
+        load_image(png_header(20000, 10000), name="bomb.png")
+
+
+def test_a_big_jpeg_is_decoded_reduced_so_the_pixel_cap_allows_it(monkeypatch):
+    monkeypatch.setattr(images, "MAX_PIXELS", 3_000_000)
+    raw = make("JPEG", size=(3200, 3200), color=(10, 200, 10))
+    pic = load_image(raw, name="photo.jpg")
+    assert (pic.width, pic.height, pic.original) == (1568, 1568, (3200, 3200))
+    assert decoded(pic.block()).convert("RGB").getpixel((700, 700))[1] > 190
+    with pytest.raises(ImageError, match="3200x3200 pixels"):  # a PNG decodes whole
+        load_image(make("PNG", size=(3200, 3200)), name="scan.png")
+
+
+@pytest.mark.parametrize(("fmt", "mode", "color"), [
+    ("PNG", "RGBA", (10, 20, 200, 255)), ("PNG", "P", 3), ("GIF", "P", 3),
+    ("WEBP", "RGB", (10, 20, 200))])
+def test_a_far_larger_image_is_reduced_keeping_its_colours(fmt, mode, color):
+    img = Image.new(mode, (4000, 1000), color)
+    if mode == "P":
+        img.putpalette([0, 0, 0] * 3 + [10, 20, 200] + [0, 0, 0] * 252)
+    buf = io.BytesIO()
+    img.save(buf, fmt)
+    pic = load_image(buf.getvalue(), name=f"wide.{fmt.lower()}")
+    assert (pic.width, pic.height, pic.original) == (1568, 392, (4000, 1000))
+    r, g, b = decoded(pic.block()).convert("RGB").getpixel((800, 200))
+    assert abs(r - 10) + abs(g - 20) + abs(b - 200) < 12
 
 
 def test_exif_rotation_is_applied():
@@ -156,6 +205,18 @@ def test_exif_rotation_is_applied():
     pic = load_image(buf.getvalue(), name="phone.jpg")
     assert (pic.width, pic.height) == (20, 40)
     assert decoded(pic.block()).size == (20, 40)
+
+
+@pytest.mark.parametrize(("raw", "what"), [
+    (b"hello, not an image", "its data is not PNG, JPEG, WebP or GIF"),
+    (make("PNG", size=(300, 300))[:200], "the data is damaged or cut short"),
+], ids=["text", "truncated"])
+def test_image_errors_name_the_image_without_python_internals(raw, what):
+    with pytest.raises(ImageError) as info:
+        load_image(raw)
+    message = str(info.value)
+    assert message.startswith(f"image bytes: not an image this runtime can send: {what}")
+    assert "<" not in message and "0x" not in message and "\n" not in message
 
 
 def test_image_errors_are_config_errors_naming_the_file(tmp_path):
