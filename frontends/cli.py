@@ -12,7 +12,6 @@ import os
 import re
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -20,7 +19,7 @@ from llmcore.base import ConfigError, LLMError
 
 from . import signals
 from .commands import COMMANDS, add_global_options, add_tool_options, resolve_home
-from .task_input import argv_text, task_text
+from .task_input import task_text
 
 if TYPE_CHECKING:
     from .journal import SessionState
@@ -103,8 +102,10 @@ def build_parser():
     p.add_argument("--continue", dest="cont", action="store_true",
                    help="continue the latest session that works in this folder (-C)")
     p.add_argument("--history", metavar="FILE", help="seed the conversation from a JSON file")
-    p.add_argument("--task", dest="task_dir", metavar="DIR", help="file-based subagent mode")
-    p.add_argument("--input", metavar="TEXT", help="with --task: write DIR/input.txt first")
+    p.add_argument("--task", dest="task_dir", metavar="DIR",
+                   help="file-based subagent mode; the task text, if given, is its input")
+    p.add_argument("--input", metavar="TEXT",
+                   help="with --task: write DIR/input.txt first (the same as the task text)")
     p.add_argument("--func", metavar="FILE", help="run FILE's prompt once into FILE-stem.out.txt")
     p.add_argument("--reflect", metavar="SCRIPT", help="poll SCRIPT's check() and run its tasks")
     p.add_argument("--bg", action="store_true", help="with --task/--func: detach, print the PID")
@@ -117,20 +118,39 @@ def find_command(parser, argv: list[str]) -> int | None:
     """The index of the command word: the first positional argument, when it is exactly a
     command name. Option values are skipped; ``--`` and ``--resume``/``--continue`` mean
     a task."""
+    for i in positional_indexes(parser, argv)[:1]:
+        if "--" in argv[:i] or any(tok in RESUMING for tok in argv[:i]):
+            return None
+        return i if argv[i] in COMMANDS else None
+    return None
+
+
+def positional_indexes(parser, argv: list[str]) -> list[int]:
+    """Where the positional words of ``argv`` stand: option values skipped, every word
+    after ``--`` included."""
     actions = parser._option_string_actions
+    found: list[int] = []
     i = 0
     while i < len(argv):
         tok = argv[i]
-        if tok == "--" or tok in RESUMING:
-            return None
+        if tok == "--":
+            return found + list(range(i + 1, len(argv)))
         if not tok.startswith("-") or tok == "-":
-            return i if tok in COMMANDS else None
+            found.append(i)
+            i += 1
+            continue
         action = actions.get(tok)
         takes = action is not None and action.nargs != 0
         if takes and action.nargs == "?" and (i + 1 >= len(argv) or argv[i + 1].startswith("-")):
             takes = False
         i += 2 if takes else 1
-    return None
+    return found
+
+
+def options_only(argv: list[str]) -> list[str]:
+    """``argv`` without its positional words (the task text)."""
+    text_at = set(positional_indexes(build_parser(), argv))
+    return [tok for i, tok in enumerate(argv) if i not in text_at]
 
 
 def split_extra(parser, argv: list[str]) -> tuple[list[str], list[str]]:
@@ -352,22 +372,17 @@ def run_mode(args, extra: list[str], session: Session, task: str, interactive: b
 
 
 def background(args, argv: list[str], home: Path) -> int:
-    from . import taskmode
+    from .taskmode import start_background
 
-    if not (args.task_dir or args.func):
-        raise ConfigError(None, "--bg", "only with --task or --func")
-    if args.task_dir and args.input is not None:
-        taskmode.write_input(Path(args.task_dir), argv_text(args.input))
-    log_path = home / "logs" / "bg" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    return taskmode.spawn_background(argv, log_path)
+    return start_background(args, options_only(argv), home)
 
 
 def run_args(args, extra: list[str], argv: list[str]) -> int:
     home = resolve_home(args.home)
-    if args.task_dir and args.input is not None and not args.bg:
-        from .taskmode import write_input
+    if args.task_dir or args.func:
+        from .taskmode import write_file_mode_input
 
-        write_input(Path(args.task_dir), argv_text(args.input))
+        write_file_mode_input(args)
     return dispatch(args, extra, argv, home)
 
 

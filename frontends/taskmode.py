@@ -22,6 +22,7 @@ from tools.fsutil import atomic_write, take_file
 
 from .console import TextRenderer, final_answer
 from .runner import Session, read_history_file, report_end
+from .task_input import argv_text
 
 REPLY_WAIT_SECONDS = 600.0  # how long a child waits for reply.txt after a round
 REPLY_WAIT_ENV = "GA_TASK_REPLY_WAIT"  # override in seconds (tests, impatient parents)
@@ -49,6 +50,20 @@ def check_task_dir(task_dir: Path) -> None:
     if task_dir.exists() and not task_dir.is_dir():
         raise ConfigError(None, "--task", f"{task_dir} is a file; --task takes a folder "
                           "(it holds input.txt, output.txt …)")
+
+
+def write_file_mode_input(args) -> None:
+    """With ``--task``: write DIR/input.txt from ``--input`` or the task words (one of
+    them); ``--func`` takes no task words, its FILE holds the prompt."""
+    if args.func and args.task:
+        raise ConfigError(None, "--func", f"the prompt is {args.func}'s text; give no task "
+                          "words with --func")
+    if args.task_dir and args.task and args.input is not None:
+        raise ConfigError(None, "--input", "give the input once: as --input TEXT or as the "
+                          "task text, not both")
+    text = " ".join(args.task) if args.task else args.input
+    if args.task_dir and text is not None:
+        write_input(Path(args.task_dir), argv_text(text))
 
 
 def write_input(task_dir: Path, text: str) -> None:
@@ -87,8 +102,8 @@ def take_prompt(task_dir: Path) -> str:
     try:
         text = (task_dir / INPUT).read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
-        raise ConfigError(None, "--task", f"{task_dir / INPUT} not found (use --input TEXT)") \
-            from None
+        raise ConfigError(None, "--task", f"{task_dir / INPUT} not found; give the input as "
+                          "--input TEXT or the task text") from None
     if not text:
         raise ConfigError(None, "--task", f"{task_dir / INPUT} is empty")
     return text
@@ -124,15 +139,20 @@ def func_output(path: Path) -> Path:
     return path.with_name(f"{path.stem}.out.txt")
 
 
-def run_func(session: Session, path: Path, render) -> int:
-    """``--func FILE``: run FILE's prompt once, write ``FILE-stem.out.txt``."""
+def func_prompt(path: Path) -> str:
+    """``--func FILE``'s prompt: its text, which must not be empty."""
     try:
         prompt = path.read_text(encoding="utf-8", errors="replace").strip()
     except OSError as e:
         raise ConfigError(None, "--func", f"cannot read {path}: {e.strerror}") from None
     if not prompt:
         raise ConfigError(None, "--func", f"{path} is empty")
-    end = session.run(prompt, render)
+    return prompt
+
+
+def run_func(session: Session, path: Path, render) -> int:
+    """``--func FILE``: run FILE's prompt once, write ``FILE-stem.out.txt``."""
+    end = session.run(func_prompt(path), render)
     done = end.get("result") == "CURRENT_TASK_DONE"
     atomic_write(func_output(path), (final_answer(end) if done else end.get("text") or "") + "\n")
     return report_end(session, end)
@@ -152,6 +172,19 @@ def strip_options(argv: list[str], names: dict[str, bool]) -> list[str]:
             continue
         out.append(arg)
     return out
+
+
+def start_background(args, argv: list[str], home: Path) -> int:
+    """``--bg``: the prompt is checked here (exit 2), then ``argv`` (the options, without
+    the task text: it is in DIR/input.txt now) runs detached."""
+    if not (args.task_dir or args.func):
+        raise ConfigError(None, "--bg", "only with --task or --func")
+    if args.task_dir:
+        take_prompt(Path(args.task_dir))
+    else:
+        func_prompt(Path(args.func))
+    log_path = home / "logs" / "bg" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    return spawn_background(argv, log_path)
 
 
 def spawn_background(argv: list[str], log_path: Path) -> int:

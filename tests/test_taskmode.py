@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from frontends.cli import main
+from frontends.cli import main, options_only
 from frontends.journal import load_session
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,3 +126,69 @@ def test_bg_detaches_and_prints_the_pid(tmp_path, home, monkeypatch, capsys):
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
+
+
+def test_bg_without_any_input_exits_2_before_detaching(tmp_path, home, capsys):
+    task = tmp_path / "newdir"
+    assert main(["-m", script(tmp_path, [{"text": "x"}]), "--task", str(task), "--bg"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"{task / 'input.txt'} not found" in err
+    assert "--input TEXT or the task text" in err
+    assert not (home / "logs" / "bg").exists()  # nothing was started
+
+
+def test_func_bg_with_a_missing_file_exits_2_before_detaching(tmp_path, home, capsys):
+    job = tmp_path / "missing.txt"
+    assert main(["-m", script(tmp_path, [{"text": "x"}]), "--func", str(job), "--bg"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"--func: cannot read {job}" in err
+    assert not (home / "logs" / "bg").exists()
+
+
+def test_task_text_is_the_input_of_task_mode(tmp_path, home, monkeypatch):
+    monkeypatch.setenv("GA_TASK_REPLY_WAIT", "0")
+    task = tmp_path / "child"
+    task.mkdir()
+    (task / "output.txt").write_text("stale")
+    assert main(["-m", script(tmp_path, [{"text": "the answer"}]), "--task", str(task),
+                 "what", "is", "it"]) == 0
+    assert (task / "input.txt").read_text() == "what is it"
+    assert "the answer" in (task / "output.txt").read_text()
+
+
+def test_task_text_and_input_together_are_a_usage_error(tmp_path, home, capsys):
+    task = tmp_path / "child"
+    assert main(["-m", script(tmp_path, [{"text": "x"}]), "--task", str(task), "--input", "a",
+                 "b"]) == 2
+    assert "--input: give the input once" in capsys.readouterr().err
+    assert not task.exists()
+
+
+def test_func_with_task_text_is_a_usage_error(tmp_path, home, capsys):
+    job = tmp_path / "job.txt"
+    job.write_text("the prompt")
+    assert main(["-m", script(tmp_path, [{"text": "x"}]), "--func", str(job), "more"]) == 2
+    assert f"--func: the prompt is {job}'s text" in capsys.readouterr().err
+    assert not (tmp_path / "job.out.txt").exists()
+
+
+def test_bg_with_task_text_writes_it_as_the_input(tmp_path, home, monkeypatch, capsys):
+    monkeypatch.setenv("GA_TASK_REPLY_WAIT", "0")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    task = tmp_path / "bgchild"
+    model = script(tmp_path, [{"text": "bg answer"}])
+    assert main(["-m", model, "--task", str(task), "--bg", "say", "hi"]) == 0
+    pid = int(capsys.readouterr().out.strip())
+    assert (task / "input.txt").read_text() == "say hi"
+    wait_for(lambda: ends_round(task / "output.txt"), "the background child")
+    assert "bg answer" in (task / "output.txt").read_text()
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def test_the_background_child_gets_the_options_without_the_task_text():
+    argv = ["-m", "oa", "--task", "d", "say", "--bg", "-C", "x", "hi", "--input", "t", "--", "-z"]
+    assert options_only(argv) == ["-m", "oa", "--task", "d", "--bg", "-C", "x", "--input", "t",
+                                  "--"]
