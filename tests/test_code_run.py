@@ -147,6 +147,15 @@ def test_timeout_kills_grandchild(tmp_path):
     assert _wait_gone(_read_pid(pidfile))
 
 
+def test_timeout_kills_a_job_that_left_the_group(tmp_path):
+    pidfile = tmp_path / "pid"
+    code = (f"(set -m; sleep 300 >/dev/null 2>&1 & echo $! > {pidfile})\n"
+            "echo started\nsleep 300")
+    _, result = run(code_run(code, type="bash", timeout=1))
+    assert result["status"] == "timeout" and "started" in result["stdout"]
+    assert _wait_gone(_read_pid(pidfile))
+
+
 def test_abort_event_kills_group(tmp_path):
     pidfile = tmp_path / "pid"
     abort = threading.Event()

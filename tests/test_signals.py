@@ -156,6 +156,21 @@ def test_setsid_service_outlives_ga_but_a_plain_background_job_does_not(
     assert pids_with(f"{mark}-service"), "the setsid service should keep running"
 
 
+def test_a_job_in_its_own_group_ends_with_a_killed_ga(tmp_path, home, tmpdir_env, mark):
+    half = len(mark) // 2  # the shell's own argv must not hold the mark
+    grouped = f'(set -m; exec -a "{mark[:half]}""{mark[half:]}-grouped" sleep 300 &)'
+    steps = [code_step(grouped), code_step(f"exec -a {mark}-held sleep 300")]
+    proc = start_ga(tmp_path, home, tmpdir_env, steps)
+    try:
+        wait_until(lambda: len(pids_with(mark)) == 2, START_SECONDS, "both jobs running")
+        (job,) = pids_with(f"{mark}-grouped")
+        assert os.getpgid(job) == job != os.getsid(job)  # left the group, not the session
+    finally:
+        proc.kill()
+        finish(proc)
+    wait_until(lambda: not pids_with(mark), CHILDREN_GONE_SECONDS, "both jobs gone")
+
+
 def test_no_code_files_left_by_a_killed_ga_after_the_next_start(
         tmp_path, home, tmpdir_env, mark):
     script = f"import subprocess\nsubprocess.run(['bash', '-c', 'exec -a {mark} sleep 300'])\n"

@@ -5,21 +5,22 @@ through one call, with any ``subprocess.Popen`` keyword::
 
     proc = popen_tied(argv, stdout=subprocess.PIPE)
     ...
-    end_group(proc)   # stop it: SIGTERM its whole group, SIGKILL after a grace
-    release(proc)     # once it has ended: forget its group (kept while any member lives)
+    end_group(proc)   # stop it: SIGTERM its whole session, SIGKILL after a grace
+    release(proc)     # once it has ended: forget it (kept while any of its session lives)
 
-How it works. A tied child leads its own process group (a new session on POSIX, a new
-process group on Windows), so it and everything it starts are signalled at once. One small
-watchdog process per runtime reads a pipe that only the runtime writes to: the runtime
-announces each tied group on it (a write of a few bytes, nothing on disk). The kernel
-closes the pipe when the runtime exits — normally, on a signal, on SIGKILL, whichever
-thread started the child — and the watchdog then ends every group still announced
+How it works. A tied child leads a new session (a new process group on Windows), so it and
+everything it starts are signalled at once: every process group of that session, so a job
+that left the group (``set -m``, a shell's job control) is still found. One small watchdog
+process per runtime reads a pipe that only the runtime writes to: the runtime announces
+each tied session on it (a write of a few bytes, nothing on disk). The kernel closes the
+pipe when the runtime exits — normally, on a signal, on SIGKILL, whichever thread started
+the child — and the watchdog then ends every process of each session still announced
 (SIGTERM, SIGKILL after ``TERM_GRACE_SECONDS``) and removes the runtime's private temp dir
 (``runtime_dir()``) with the folders it owns elsewhere (``owned_dir()``: a short path for
 a unix socket). A temp dir left by a runtime whose watchdog died too is swept when the next
 runtime starts; an owned folder, when the next one is made.
 
-By design, not tied: a process that leaves its group (``setsid``, a daemonising server) —
+By design, not tied: a process that leaves its session (``setsid``, a daemonising server) —
 that is how the model starts a service meant to outlive ``ga``. ``popen_detached`` starts
 a process meant to outlive this one (``ga --bg``); when this process was itself started by
 a runtime (``$GA_TIE_DIR``), the new group is tied to that runtime instead, so a subagent
@@ -28,7 +29,8 @@ never outlives the agent that launched it.
 Limits: a child escapes if the runtime is SIGKILLed in the instant between starting it and
 announcing it (microseconds). A process forked without exec (multiprocessing's "fork")
 holds the pipe too, so the watchdog acts when the last of them is gone. The check that a
-group id was not reused by another program reads ``/proc`` (Linux only). Windows has no
+session id was not reused by another program reads ``/proc`` (Linux only); elsewhere a
+session's processes are listed with ``ps``. Windows has no
 process groups to signal: the watchdog ends each tied child's tree with ``taskkill /T``.
 
 Run as a script (``python -I -S procs.py DIR``) this file is the watchdog.
@@ -128,7 +130,7 @@ def sweep_owned(parent: Path, prefix: str) -> None:
 
 
 def tied_groups() -> set[int]:
-    """The process groups tied to this runtime now (a finished one is kept while any
+    """The sessions tied to this runtime now, by leader id (a finished one is kept while any
     process of it is left)."""
     runtime = _RUNTIMES.get(os.getpid())
     return set(runtime.groups) if runtime is not None else set()
@@ -136,18 +138,19 @@ def tied_groups() -> set[int]:
 
 def end_group(proc: subprocess.Popen, grace: float = TERM_GRACE_SECONDS,
               wait: Callable[[float], Any] | None = None) -> None:
-    """SIGTERM ``proc``'s whole group; SIGKILL it after ``wait(grace)`` returns (default:
-    waits for ``proc`` to exit, at most ``grace`` seconds)."""
+    """SIGTERM every process group of ``proc``'s session; SIGKILL them after
+    ``wait(grace)`` returns (default: waits for ``proc`` to exit, at most ``grace``
+    seconds)."""
     if os.name == "nt":
         _kill_tree(proc.pid)
         return
-    signal_group(proc.pid, signal.SIGTERM)
+    signal_session(proc.pid, signal.SIGTERM)
     (wait or (lambda seconds: _wait(proc, seconds)))(grace)
-    signal_group(proc.pid, signal.SIGKILL)
+    signal_session(proc.pid, signal.SIGKILL)
 
 
 def release(proc: subprocess.Popen) -> None:
-    """Forget ``proc``'s group when no process is left in it (else it stays tied)."""
+    """Forget ``proc``'s session when no process is left in it (else it stays tied)."""
     runtime = _RUNTIMES.get(os.getpid())
     if runtime is not None:
         runtime.release(proc)
@@ -161,6 +164,46 @@ def signal_group(pgid: int, sig: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def session_groups(sids: set[int]) -> dict[int, set[int]]:
+    """The process groups that have a process in each session of ``sids`` (by id)."""
+    found: dict[int, set[int]] = {sid: set() for sid in sids}
+    for pid in _pids() if found else []:
+        try:
+            sid = os.getsid(pid)
+            if sid in found:
+                found[sid].add(os.getpgid(pid))
+        except OSError:  # gone meanwhile, or not ours to ask about
+            continue
+    return found
+
+
+def signal_session(sid: int, sig: int) -> bool:
+    """Send ``sig`` to every process group of session ``sid`` (the leader's group first);
+    False when no process of it is left."""
+    hit = signal_group(sid, sig)
+    for pgid in session_groups({sid})[sid] - {sid}:
+        hit = signal_group(pgid, sig) or hit
+    return hit
+
+
+def session_alive(sid: int) -> bool:
+    return signal_group(sid, 0) or bool(session_groups({sid})[sid])
+
+
+def _pids() -> list[int]:
+    """Every process id on the system: from ``/proc``, else from ``ps``."""
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        pass
+    try:
+        listing = subprocess.run(["ps", "-A", "-o", "pid="], capture_output=True, text=True,
+                                 check=False).stdout
+    except OSError:
+        return []
+    return [int(word) for word in listing.split() if word.isdigit()]
 
 
 def sweep_stale(tmp: Path) -> None:
@@ -225,14 +268,16 @@ class _Runtime:
 
     def register(self, pgid: int) -> None:
         if os.name != "nt":
-            for ended in [g for g in list(self.groups) if not signal_group(g, 0)]:
-                self._forget(ended)
+            quiet = {g for g in list(self.groups) if not signal_group(g, 0)}
+            for sid, groups in session_groups(quiet).items():
+                if not groups:
+                    self._forget(sid)
         self.groups.add(pgid)
         self._send(f"+{pgid}\n")
 
     def release(self, proc: subprocess.Popen) -> None:
         # Windows cannot ask about a group: a tree is forgotten once its leader has exited.
-        gone = proc.poll() is not None if os.name == "nt" else not signal_group(proc.pid, 0)
+        gone = proc.poll() is not None if os.name == "nt" else not session_alive(proc.pid)
         if gone:
             self._forget(proc.pid)
 
@@ -320,8 +365,9 @@ def _lock_is_free(path: Path) -> bool:
 
 # ---- the watchdog ------------------------------------------------------------------------
 def end_tied_groups(groups: dict[int, str], grace: float = TERM_GRACE_SECONDS) -> None:
-    """End the groups ``{id: leader start time}``: SIGTERM, SIGKILL after ``grace``. A group
-    whose id now names a process started at another time (a reused pid) is spared."""
+    """End the sessions ``{id: leader start time}``, every process group of each: SIGTERM,
+    SIGKILL after ``grace``. A session whose id now names a process started at another time
+    (a reused pid) is spared."""
     alive = []
     for pgid, started in groups.items():
         now = _start_time(pgid)
@@ -331,13 +377,13 @@ def end_tied_groups(groups: dict[int, str], grace: float = TERM_GRACE_SECONDS) -
         for pid in alive:
             _kill_tree(pid)
         return
-    live = [g for g in alive if signal_group(g, signal.SIGTERM)]
+    live = [g for g in alive if signal_session(g, signal.SIGTERM)]
     deadline = time.monotonic() + grace
     while live and time.monotonic() < deadline:
         time.sleep(GONE_POLL_SECONDS)
-        live = [g for g in live if signal_group(g, 0)]
-    for pgid in live:
-        signal_group(pgid, signal.SIGKILL)
+        live = [g for g in live if session_alive(g)]
+    for sid in live:
+        signal_session(sid, signal.SIGKILL)
 
 
 def _registered_files(run_dir: Path) -> dict[int, str]:
