@@ -233,6 +233,14 @@ CODE_EXAMPLES = [
     'Write `<tool_use>{"name": "code_run", "arguments": {"script": "ls"}}</tool_use>` to call.',
     'Or ``<tool_call>{"name": "file_read", "arguments": {"path": "`x`"}}</tool_call>``.',
     'An array like `[{"name": "file_read", "arguments": {"path": "x"}}]` is a batch.',
+    '<pre>\n<tool_use>{"name": "code_run", "arguments": {"script": "touch PWNED"}}</tool_use>'
+    '\n</pre>\nThat is the form.',
+    '<PRE class="x"><code>[{"name": "file_read", "arguments": {"path": "x"}}]</code></PRE>',
+    'An example:\n\n    <tool_use>{"name": "code_run", "arguments": {"script": "ls"}}'
+    '</tool_use>\n\nThat is the form.',
+    '    <tool_call>{"name": "file_read", "arguments": {"path": "x"}}</tool_call>',
+    'A batch:\n  \n\t[{"name": "file_read", "arguments": {"path": "x"}},\n\n'
+    '     {"name": "code_run", "arguments": {"script": "ls"}}]',
 ]
 
 
@@ -259,6 +267,12 @@ def test_text_mode_call_beside_a_code_example_runs_alone(home, llm_server):
     'Run `ls` first, then:\n<tool_use>{"name": "code_run", "arguments": {"script": '
     '"echo `date`"}}</tool_use>',
     'With `a` and ``b`` in mind: [{"name": "code_run", "arguments": {"script": "echo `date`"}}]',
+    'Like <pre>this</pre>, then:\n<tool_use>{"name": "code_run", "arguments": {"script": '
+    '"echo `date`"}}</tool_use>',
+    'Example:\n\n    ls -l\n\nNow for real:\n    <tool_use>{"name": "code_run", "arguments": '
+    '{"script": "echo `date`"}}</tool_use>',
+    '<tool_use>{"name": "code_run", "arguments": {"script": "echo `date`"}}</tool_use>\n\n'
+    '    indented notes after the call',
 ])
 def test_text_mode_call_beside_inline_code_still_runs(home, llm_server, reply):
     client = client_for(home, llm_server, provider="openai", tool_mode="text")
