@@ -609,11 +609,12 @@ class GenericAgent:
         thread.start()
         return thread
 
-    def abort(self) -> None:
-        """Stop the running task: cut the model stream and kill running code."""
+    def abort(self, reason: str | None = None) -> None:
+        """Stop the running task: cut the model stream and kill running code. ``reason``
+        (``terminated (SIGTERM)`` …) goes into the task's end; the default is an interrupt."""
         if self.handler is not None:
             self.handler.abort_event.set()
-            self.handler.exit_request = {"result": "ABORTED", "data": None}
+            self.handler.exit_request = {"result": "ABORTED", "data": None, "reason": reason}
         abort = getattr(self.llmclient, "abort", None)
         if abort:
             abort()
@@ -738,6 +739,8 @@ def task_end_event(result: dict, turns: int) -> dict:
     data = result.get("data")
     end: dict[str, Any] = {"type": "task_end", "result": result.get("result"), "turns": turns,
                            "text": ""}
+    if result.get("reason"):
+        end["reason"] = result["reason"]
     if isinstance(data, dict) and data.get("intent") == "HUMAN_INTERVENTION":
         end.update(question=data["data"]["question"], candidates=data["data"]["candidates"])
         end["text"] = data["data"]["question"]

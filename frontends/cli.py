@@ -301,7 +301,7 @@ def run_once(session: Session, task: str, render: Any) -> int:
         end = session.drain(events, render)
     except signals.STOPS as stop:
         print(f"ga: {signals.describe(stop)}", file=sys.stderr)
-        session.stop(events)
+        session.stop(events, stop, render)
         print_session_id(session)
         return signals.exit_code(stop)
     return report_end(session, end)

@@ -133,9 +133,9 @@ class Repl:
         while True:
             try:
                 return self.session.drain(events, render)
-            except Terminated:  # SIGTERM/SIGHUP end the REPL, not only the task
+            except Terminated as stop:  # SIGTERM/SIGHUP end the REPL, not only the task
                 render.close()
-                self.session.stop(events)
+                self.session.stop(events, stop)
                 raise
             except KeyboardInterrupt:
                 render.close()

@@ -28,7 +28,7 @@ from .journal import (
     latest_for_cwd,
     session_matches,
 )
-from .signals import STOPS
+from .signals import STOPS, describe
 
 EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
               "NO_PROGRESS": 4, "BUDGET_EXCEEDED": 4, "ABORTED": 130}
@@ -54,7 +54,7 @@ def end_message(end: dict) -> str | None:
     if result in LIMIT_MESSAGES:
         return LIMIT_MESSAGES[result].format(turns=end.get("turns"), text=end.get("text") or "")
     if result == "ABORTED":
-        return "interrupted"
+        return end.get("reason") or "interrupted"
     if exit_code(end) == 1:
         return f"failed: {end.get('error') or end.get('text') or result}"
     return None
@@ -210,14 +210,16 @@ class Session:
         events = self.submit(task, source)
         try:
             return self.drain(events, render, tick)
-        except STOPS:
-            self.stop(events)
+        except STOPS as stop:
+            self.stop(events, stop)
             raise
 
-    def stop(self, events: queue.Queue) -> None:
+    def stop(self, events: queue.Queue, stop: BaseException | None = None,
+             render: Callable[[dict], None] | None = None) -> None:
         """Abort the running task, wait (bounded) for its end — its code killed, the end
-        journaled — and flush the journal: the front end is about to exit."""
-        self.abort()
+        journaled (and rendered, with ``render``), named for ``stop`` (Ctrl-C, SIGTERM,
+        SIGHUP) — and flush the journal: the front end is about to exit."""
+        self.abort(describe(stop) if stop is not None else None)
         deadline = time.monotonic() + ABORT_GRACE_SECONDS
 
         def tick() -> None:
@@ -225,14 +227,14 @@ class Session:
                 raise TimeoutError
 
         try:
-            self.drain(events, lambda event: None, tick)
+            self.drain(events, render or (lambda event: None), tick)
         except (TimeoutError, *STOPS):
             print("ga: the task did not stop in time", file=sys.stderr)
         self.journal.close()
 
-    def abort(self) -> None:
+    def abort(self, reason: str | None = None) -> None:
         self.aborted = True
-        self.agent.abort()
+        self.agent.abort(reason)
 
     # ---- conversation management ------------------------------------------------------
     def new(self) -> None:

@@ -90,7 +90,9 @@ def _render_event(ev: dict) -> list[str]:
         return [f"- summary: {squeeze(ev.get('text', ''), ASSISTANT_CHARS)}"]
     if kind == "task_end":
         text = ev.get("text") or ev.get("data") or ""
-        return ["", f"## Final ({ev.get('result', '?')})", _clip(text, FINAL_CHARS)]
+        how = f"{ev.get('result', '?')}: {ev['reason']}" if ev.get("reason") else ev.get(
+            "result", "?")
+        return ["", f"## Final ({how})", _clip(text, FINAL_CHARS)]
     return []
 
 

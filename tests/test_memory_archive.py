@@ -68,6 +68,13 @@ def test_archive_squeezes_tool_output_and_drops_thinking(store):
     assert "secret plan" not in text and "hidden reasoning" not in text
 
 
+def test_archive_names_how_a_stopped_task_ended(store):
+    events = [*_events("wait")[:-1], {"type": "task_end", "result": "ABORTED", "text": "",
+                                      "reason": "terminated (SIGTERM)"}]
+    text = archive_to_l4(store, "s1", events).read_text(encoding="utf-8")
+    assert "## Final (ABORTED: terminated (SIGTERM))" in text
+
+
 def test_archive_redacts_secrets(store):
     key = "sk-" + "Q" * 30
     text = archive_to_l4(store, "s1", _events(f"use key {key} please")).read_text("utf-8")

@@ -6,6 +6,7 @@ marker in their argv (`exec -a MARK`); the tests signal `ga` and look the marker
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -128,6 +129,27 @@ def test_stopped_ga_leaves_no_child_nor_grandchild(tmp_path, home, tmpdir_env, m
         assert f"({name})" in (tmp_path / "err.txt").read_text()
         journal = next((home / "sessions").glob("*.jsonl")).read_text()
         assert '"result": "ABORTED"' in journal  # the end reached the journal before exit
+
+
+@pytest.mark.parametrize("sig, words", [(signal.SIGTERM, "terminated (SIGTERM)"),
+                                        (signal.SIGHUP, "hung up (SIGHUP)")])
+def test_a_signalled_session_shows_how_it_ended(tmp_path, home, tmpdir_env, mark, capsys,
+                                                sig, words):
+    from frontends.cli import main
+
+    proc = start_ga(tmp_path, home, tmpdir_env, [code_step(f"exec -a {mark} sleep 300")],
+                    extra=("--json",))
+    wait_until(lambda: pids_with(mark), START_SECONDS, "the code is running")
+    os.kill(proc.pid, sig)
+    finish(proc)
+    end = json.loads((tmp_path / "out.txt").read_text().splitlines()[-1])
+    assert end["type"] == "task_end" and end["reason"] == words  # the --json stream's end
+    (journal,) = (home / "sessions").glob("*.jsonl")
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert [r.get("reason") for r in records if r["type"] == "task_end"] == [words]
+    assert main(["--home", str(home), "sessions", "show", journal.stem]) == 0
+    shown = capsys.readouterr().out
+    assert f"■ {words}" in shown and "interrupted" not in shown
 
 
 def test_sigint_works_with_an_inherited_blocked_mask(tmp_path, home, tmpdir_env, mark):
