@@ -77,3 +77,23 @@ def test_readme_browser_config_is_valid():
     section = yaml.safe_load(readme_block("browser:"))["browser"]
     cfg = BrowserConfig.from_dict(section, "README.md")
     assert cfg.window_size == (1280, 1000) and not cfg.attach
+
+
+def test_readme_safety_matches_tools_that_run_unasked_outside_the_working_folder(
+        tmp_path, capsys):
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    safety = text.split("## Safety", 1)[1]
+    assert "No sandbox, no confirmation" in safety and "without\n  asking you" in safety
+    assert "a convention, not a jail" in safety and "restricts no file" in safety
+    work, outside = tmp_path / "project", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    steps = [{"tool_calls": [
+        {"name": "file_write", "args": {"path": "../outside/written.txt", "content": "x"}},
+        {"name": "code_run", "args": {"type": "bash", "script": "echo y > ../outside/ran"}}]},
+        {"text": "done"}]
+    (tmp_path / "m.json").write_text(json.dumps(steps))
+    assert main(["-m", f"scripted:{tmp_path / 'm.json'}", "-C", str(work), "--no-user-tools",
+                 "write outside"]) == 0
+    assert (outside / "written.txt").read_text() == "x"  # what the section says: no jail
+    assert (outside / "ran").read_text() == "y\n"
