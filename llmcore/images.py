@@ -119,7 +119,8 @@ def open_image(raw: bytes, label: str) -> tuple[Any, tuple[int, int]]:
     except Image.DecompressionBombError:
         raise _too_large(label, f"more than {2 * Image.MAX_IMAGE_PIXELS:,}", raw) from None
     except (UnidentifiedImageError, OSError, ValueError):
-        raise ImageError(label, f"{UNUSABLE}: its data is not {FORMAT_NAMES}") from None
+        raise ImageError(label, f"{UNUSABLE}: its data is not a readable "
+                                f"{FORMAT_NAMES} image") from None
     if img.format not in FORMATS:
         raise ImageError(label, f"{img.format} images are not supported; {SUPPORTED}")
     original = img.size

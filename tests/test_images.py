@@ -208,7 +208,7 @@ def test_exif_rotation_is_applied():
 
 
 @pytest.mark.parametrize(("raw", "what"), [
-    (b"hello, not an image", "its data is not PNG, JPEG, WebP or GIF"),
+    (b"hello, not an image", "its data is not a readable PNG, JPEG, WebP or GIF image"),
     (make("PNG", size=(300, 300))[:200], "the data is damaged or cut short"),
 ], ids=["text", "truncated"])
 def test_image_errors_name_the_image_without_python_internals(raw, what):
