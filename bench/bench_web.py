@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_code_run import time_ms as mean_ms  # noqa: E402
 
 from tools.web import BrowserConfig, unavailable_reason  # noqa: E402
 from tools.web.browser import Browser  # noqa: E402
@@ -72,15 +73,6 @@ def write_pages(folder: Path) -> list[str]:
     else:
         print("os.html missing: apt-get install python3-doc", file=sys.stderr)
     return pages
-
-
-def mean_ms(action, runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.mean(samples)
 
 
 def bare_start_s() -> float:

@@ -110,6 +110,16 @@ def test_func_mode_writes_stem_out_txt(tmp_path, capsys):
     assert (job.parent / "summarise.out.txt").read_text().strip() == "the summary"
 
 
+def assert_bg_child_answered(task, pid: int) -> None:
+    """The detached child ran its round into task/output.txt; reap it if it is ours."""
+    wait_for(lambda: ends_round(task / "output.txt"), "the background child")
+    assert "bg answer" in (task / "output.txt").read_text()
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
 def test_bg_detaches_and_prints_the_pid(tmp_path, home, monkeypatch, capsys):
     monkeypatch.setenv("GA_TASK_REPLY_WAIT", "0")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
@@ -120,12 +130,7 @@ def test_bg_detaches_and_prints_the_pid(tmp_path, home, monkeypatch, capsys):
     pid = int(capsys.readouterr().out.strip())
     assert pid != os.getpid()
     assert (task / "input.txt").read_text() == "go"
-    wait_for(lambda: ends_round(task / "output.txt"), "the background child")
-    assert "bg answer" in (task / "output.txt").read_text()
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
+    assert_bg_child_answered(task, pid)
 
 
 def test_bg_without_any_input_exits_2_before_detaching(tmp_path, home, capsys):
@@ -180,12 +185,7 @@ def test_bg_with_task_text_writes_it_as_the_input(tmp_path, home, monkeypatch, c
     assert main(["-m", model, "--task", str(task), "--bg", "say", "hi"]) == 0
     pid = int(capsys.readouterr().out.strip())
     assert (task / "input.txt").read_text() == "say hi"
-    wait_for(lambda: ends_round(task / "output.txt"), "the background child")
-    assert "bg answer" in (task / "output.txt").read_text()
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
+    assert_bg_child_answered(task, pid)
 
 
 def test_the_background_child_gets_the_options_without_the_task_text():
