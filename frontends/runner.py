@@ -28,7 +28,7 @@ from .journal import (
     latest_for_cwd,
     session_matches,
 )
-from .signals import STOPS, describe
+from .signals import STOPS, describe, write_failed
 
 EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
               "NO_PROGRESS": 4, "BUDGET_EXCEEDED": 4, "ABORTED": 130}
@@ -200,7 +200,10 @@ class Session:
                 event = {"type": "task_end", "result": "FAILED", "turns": 0,
                          "text": WORKER_GONE, "error": WORKER_GONE, "model_error": False,
                          "session_id": self.id}
-            render(event)
+            try:
+                render(event)
+            except OSError as e:  # the console is gone: a terminal that hung up ends ga
+                raise write_failed(e) from None
             if event.get("type") == "task_end":
                 return event
 

@@ -12,6 +12,7 @@ started end with it even on SIGKILL: see ``tools.procs``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import threading
@@ -53,7 +54,17 @@ def _stop_for(signum: int) -> BaseException:
     if signum == signal.SIGINT:
         return KeyboardInterrupt()
     _drop_hung_up_terminal()
+    on_main = threading.current_thread() is threading.main_thread()
+    if signum == signal.SIGHUP and on_main and signal.getsignal(signum) is _on_signal:
+        signal.signal(signum, signal.SIG_IGN)  # hung up once; handled() restores it
     return Terminated(signum)
+
+
+def write_failed(error: OSError) -> BaseException:
+    """What a failed write to the console means. EIO: the terminal hung up — the kernel
+    makes its writes fail before it sends SIGHUP, so end as that SIGHUP would. Any other
+    error stays itself."""
+    return _stop_for(signal.SIGHUP) if error.errno == errno.EIO else error
 
 
 def _on_signal(signum: int, frame: object) -> None:

@@ -253,6 +253,40 @@ def test_terminal_hangup_ends_the_repl_and_its_running_code(tmp_path, home, tmpd
     wait_until(lambda: not pids_with(mark), CHILDREN_GONE_SECONDS, "children gone")
 
 
+def test_a_console_write_failing_with_eio_ends_ga_as_its_hangup(tmp_path, home, mark):
+    """A hung-up terminal fails writes before the kernel's SIGHUP arrives: the first failed
+    write ends the task as that SIGHUP would (code killed, end journaled), and the SIGHUP
+    that follows changes nothing."""
+    import errno
+
+    from frontends import signals
+    from frontends.journal import Journal
+    from frontends.runner import Session
+    from ga import GenericAgent
+    from llmcore.scripted import ScriptedClient
+
+    agent = GenericAgent(ScriptedClient([code_step(f"exec -a {mark} sleep 300")]), home=home)
+    session = Session(agent, home, Journal(home, agent))
+
+    def render(event: dict) -> None:
+        if event["type"] == "tool_call":
+            wait_until(lambda: pids_with(mark), START_SECONDS, "the code is running")
+            raise OSError(errno.EIO, "Input/output error")
+
+    reached = []
+    with signals.handled():
+        with pytest.raises(signals.Terminated) as stopped:
+            session.run("run the long job", render)
+        os.kill(os.getpid(), signal.SIGHUP)  # the kernel's own, arriving late
+        for _ in range(1000):  # the handler runs between these steps: the exit is not cut
+            reached.append(1)
+    assert stopped.value.exit_code == 129 and len(reached) == 1000
+    wait_until(lambda: not pids_with(mark), CHILDREN_GONE_SECONDS, "children gone")
+    ends = [json.loads(line) for line in session.journal.path.read_text().splitlines()
+            if '"task_end"' in line]
+    assert [end["reason"] for end in ends] == ["hung up (SIGHUP)"]
+
+
 def test_a_finished_run_is_forgotten_but_its_background_job_stays_tied(mark):
     from genutil import drain
 
