@@ -7,8 +7,9 @@ the oldest turns dropped, well below the budget. The newest exchange — the las
 message and the tool results answering it — is never dropped, split or turned into text;
 when it alone is over budget its tool output is cut only as far as needed, with a note
 telling the model to ask for less. The current task's first message (``mark_task``) is never
-dropped either: it stays right after the kept prefix, cut to a share of the budget when it
-is huge, so every request says what the task is.
+dropped either: it stays right after the kept prefix, its text cut to a share of the budget
+when it is huge, so every request says what the task is; its images (what the user asked
+about) stay unless they alone would take half the budget.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ DROP_TO = 0.4  # … down to this share, so drops (which rewrite the whole prefi
 NEWEST_MIN_KEEP = 600  # the newest tool output keeps at least this many characters …
 CUT_HEAD_SHARE = 2 / 3  # … of which this share from its start, the rest from its end
 LINE_SNAP = 0.2  # a cut moves to a line break when that loses at most this share of it
-TASK_SHARE = 0.25  # the pinned task message is cut to this share of the budget when larger
+TASK_SHARE = 0.25  # the pinned task message's text is cut to this share of the budget …
+TASK_IMAGES_SHARE = 0.5  # … and its images stay while they take at most this share
 TRIMMED_NOTE = "(earlier turns trimmed)"
 OUTPUT_CUT_NOTE = ("…[{lines} lines ({chars} chars) cut here: the output is too long for the "
                    "context window. Ask for less at a time: fewer lines, a narrower search, "
@@ -133,8 +135,8 @@ def trim(messages: list[dict], budget_chars: int, keep_prefix: int = 0,
     older than the newest exchange; cut the newest exchange's tool output if it alone (with
     the kept prefix and the task) is over; if the rest leaves more than
     ``KEEP_AFTER_SQUEEZE`` of the budget, drop the oldest turns down to ``DROP_TO``. The
-    first ``keep_prefix`` messages and the task's first message are never dropped (a task
-    over ``TASK_SHARE`` of the budget is cut to it).
+    first ``keep_prefix`` messages and the task's first message are never dropped (its text
+    cut to ``TASK_SHARE`` of the budget, see ``_fit_task``).
     """
     if history_chars(messages, size) <= budget_chars:
         return messages
@@ -145,7 +147,7 @@ def trim(messages: list[dict], budget_chars: int, keep_prefix: int = 0,
     old = [i for i in range(keep, start) if i != task]
     out = list(messages)
     if task is not None:
-        out[task] = fit([out[task]], int(budget_chars * TASK_SHARE), TASK_CUT_NOTE, False)[0]
+        out[task] = _fit_task(out[task], budget_chars)
     _apply(out, old, _without_images)
     if history_chars(out, size) <= budget_chars:  # old images go first: each a short note
         return out
@@ -156,6 +158,16 @@ def trim(messages: list[dict], budget_chars: int, keep_prefix: int = 0,
     if history_chars(out, size) > budget_chars * KEEP_AFTER_SQUEEZE:
         out = _drop_oldest(out, keep, task, start, int(budget_chars * DROP_TO), size)
     return out
+
+
+def _fit_task(msg: dict, budget_chars: int) -> dict:
+    """The task's message with its text cut to ``TASK_SHARE`` of the budget; its images
+    kept while they take at most ``TASK_IMAGES_SHARE`` (else all become notes)."""
+    bare = _without_images(msg)
+    pictures = message_chars(msg) - message_chars(bare)
+    if pictures > budget_chars * TASK_IMAGES_SHARE:
+        msg, pictures = bare, 0
+    return fit([msg], int(budget_chars * TASK_SHARE) + pictures, TASK_CUT_NOTE, False)[0]
 
 
 def _apply(out: list[dict], indices: list[int], fn: Callable[[dict], dict]) -> None:

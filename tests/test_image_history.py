@@ -107,6 +107,32 @@ def test_an_image_too_big_for_the_budget_becomes_a_note_and_the_task_stays():
     assert newest[0]["text"].startswith("[IMAGE] shot40.png")
 
 
+def test_the_tasks_images_stay_while_old_output_is_squeezed():
+    """What the user asked about outlives old output: task images over the task text's share
+    (but under half the budget) stay, the old turns are squeezed instead."""
+    msgs = repair(history(turns=6, output=8000))
+    shots = [{**picture(100 + n), "width": 1568, "height": 1045} for n in range(3)]
+    msgs[0] = mark_task({"role": "user", "content": [msgs[0]["content"][0], *shots]})
+    task_images = sum(map(image_chars, shots))
+    budget = int(task_images / 0.4)  # the images: 40 % of it, over the text's 25 % share
+    assert history_chars(msgs) > budget
+    out = trim(msgs, budget)
+    assert_paired(out)
+    assert [b["name"] for b in images_in(out[:1])] == [b["name"] for b in shots]
+    assert "chars squeezed" in json.dumps(out[1:-2])  # old output paid instead
+    assert len(out) == len(msgs) and history_chars(out) <= budget
+
+
+def test_task_images_over_half_the_budget_become_notes_and_the_task_text_stays():
+    msgs = repair(history(turns=6, output=8000))
+    shots = [picture(100 + n) for n in range(3)]
+    msgs[0] = mark_task({"role": "user", "content": [msgs[0]["content"][0], *shots]})
+    out = trim(msgs, int(sum(map(image_chars, shots)) / 0.6))  # the images: 60 % of it
+    assert_paired(out)
+    assert images_in(out[:1]) == [] and "what changed?" in json.dumps(out[0])
+    assert "[image: 740x480 png, removed]" in json.dumps(out[0])
+
+
 def test_an_image_counts_its_pixels_not_its_base64_length():
     small, big = picture(0), {**picture(0), "data": "A" * 4_000_000}
     user = [{"role": "user", "content": [{"type": "text", "text": "look"}, pic]}
