@@ -255,7 +255,7 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
     from llmcore.secrets import home_redactor
 
     from .journal import Journal
-    from .runner import Session, TokenBudget, load_tools, make_agent, read_history_file
+    from .runner import Session, TokenBudget, load_tools, make_agent
 
     keep_cwd = bool(args.cwd)
     if state is not None:
@@ -274,8 +274,6 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
                       lambda name: make_client(name, config_path=args.config, home=home,
                                                redactor=agent.redactor),
                       command=resume_command(args), keep_cwd=keep_cwd)
-    if args.history:
-        session.seed(read_history_file(args.history))
     agent.listeners.append(TokenBudget(agent, args.max_tokens))
     return session
 
@@ -320,7 +318,7 @@ def make_renderer(args) -> Any:
 
 
 def dispatch(args, extra: list[str], argv: list[str], home: Path) -> int:
-    from .runner import resolve_resume, work_dir
+    from .runner import read_history_file, resolve_resume, work_dir
 
     if args.bg:
         return background(args, argv, home)
@@ -344,6 +342,8 @@ def dispatch(args, extra: list[str], argv: list[str], home: Path) -> int:
         raise
     try:
         session.attach(args.image)  # checked now: a bad file or a text-only model exits 2
+        if args.history:  # after the checks: a run refused at start leaves no session
+            session.seed(read_history_file(args.history))
         return run_mode(args, extra, session, task, interactive, pick)
     finally:
         session.close()  # the journal's lock goes with it

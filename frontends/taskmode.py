@@ -177,12 +177,16 @@ def strip_options(argv: list[str], names: dict[str, bool]) -> list[str]:
 def start_background(args, argv: list[str], home: Path) -> int:
     """``--bg``: the prompt is checked here (exit 2), then ``argv`` (the options, without
     the task text: it is in DIR/input.txt now) runs detached."""
+    from llmcore.images import load_image
+
     if not (args.task_dir or args.func):
         raise ConfigError(None, "--bg", "only with --task or --func")
     if args.task_dir:
         take_prompt(Path(args.task_dir))
     else:
         func_prompt(Path(args.func))
+    for path in args.image or []:  # a file that is no usable image exits 2 here, too
+        load_image(path)
     log_path = home / "logs" / "bg" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     return spawn_background(argv, log_path)
 

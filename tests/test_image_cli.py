@@ -114,6 +114,26 @@ def test_a_bad_image_exits_2_naming_the_file(home, tmp_path, capsys, name, conte
     assert not (home / "sessions").exists() or not list((home / "sessions").iterdir())
 
 
+def test_a_bad_image_with_a_history_file_leaves_no_session(home, tmp_path, capsys):
+    history = tmp_path / "h.json"
+    history.write_text(json.dumps([{"role": "user", "content": "earlier"},
+                                   {"role": "assistant", "content": "noted"}]))
+    argv = ["-m", script(tmp_path, "never"), "--history", str(history), "--image", "nope.png"]
+    assert main([*argv, "look"]) == 2
+    assert "nope.png" in capsys.readouterr().err
+    assert not (home / "sessions").exists() or not list((home / "sessions").iterdir())
+
+
+def test_a_bad_image_with_bg_exits_2_before_detaching(home, tmp_path, capsys):
+    job = tmp_path / "job.txt"
+    job.write_text("look at it")
+    argv = ["-m", script(tmp_path, "never"), "--func", str(job), "--bg", "--image", "nope.png"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "nope.png" in err and "Traceback" not in err
+    assert not (home / "logs" / "bg").exists()  # nothing was started
+
+
 def test_a_text_only_profile_exits_2_before_any_request(home, llm_server, capsys):
     cfg = write_config(home, llm_server, local={"provider": "openai", "model": "qwen"})
     png(Path("shot.png"))
