@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .base import ConfigError
 
@@ -60,14 +61,17 @@ class Profile:
     spring_back: float = 300.0
     max_turn_attempts: int = 12
     script: str | None = None
-    vision: bool | None = None  # None: true for the official endpoint, false with a base_url
+    vision: bool | None = None  # None: true for the official endpoints, false elsewhere
 
     @property
     def sees_images(self) -> bool:
         """Whether the model takes image input (SPEC §10)."""
-        return self.vision if self.vision is not None else not self.base_url
+        if self.vision is not None:
+            return self.vision
+        return not self.base_url or urlsplit(self.base_url).hostname in OFFICIAL_HOSTS
 
 
+OFFICIAL_HOSTS = ("api.openai.com", "api.anthropic.com")  # a base_url there is no other model
 FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Profile)}
 INT_FIELDS = {"context_win", "max_tokens", "max_retries", "thinking_budget", "trim_keep_prefix",
               "max_turn_attempts"}

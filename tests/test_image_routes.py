@@ -119,9 +119,14 @@ def test_vision_defaults_on_for_official_endpoints_off_for_base_urls(home, monke
         "  local: {provider: openai, model: qwen, base_url: 'http://127.0.0.1:9/v1'}\n"
         "  llava: {provider: openai, model: llava, base_url: 'http://127.0.0.1:9/v1',"
         " vision: true}\n"
-        "  blind: {provider: anthropic, model: c, api_key: k, vision: 'no'}\n")
-    seen = {name: make_client(name).vision for name in ("official", "local", "llava", "blind")}
-    assert seen == {"official": True, "local": False, "llava": True, "blind": False}
+        "  blind: {provider: anthropic, model: c, api_key: k, vision: 'no'}\n"
+        "  spelled: {provider: openai, model: gpt, base_url: 'https://api.openai.com/v1'}\n"
+        "  claude: {provider: anthropic, model: c, api_key: k,"
+        " base_url: 'https://api.anthropic.com'}\n")
+    names = ("official", "local", "llava", "blind", "spelled", "claude")
+    seen = {name: make_client(name).vision for name in names}
+    assert seen == {"official": True, "local": False, "llava": True, "blind": False,
+                    "spelled": True, "claude": True}
     client = make_client("local")
     client.set_option("vision", "true")
     assert client.vision is True
