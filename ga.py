@@ -17,7 +17,7 @@ import weakref
 from collections import Counter
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Generator, Literal
+from typing import Any, Callable, Generator, Literal
 
 from agent_loop import (
     MAX_CALLS_PER_TURN,
@@ -543,6 +543,7 @@ class GenericAgent:
         self._turn_end_hooks: dict[str, Any] = {}
         self.listeners: list[Any] = []
         self._provider_events: list[dict] = []  # retries and switches, until relayed in order
+        self._sink: Callable[[dict], Any] | None = None  # the worker's queue, while it runs one
         self.session_id = new_session_id()  # a journal, when attached, gives its own
         self.transcript = Transcript()
         self.tasks: queue.Queue = queue.Queue()
@@ -594,6 +595,7 @@ class GenericAgent:
             if item is None:
                 return
             query, source, images, out = item
+            self._sink = out.put
             try:
                 for event in self.run_task(query, source, images):
                     out.put(event)
@@ -603,6 +605,8 @@ class GenericAgent:
                 end = failed_event(f"{type(e).__name__}: {e}", turns)
                 for event in self._emit(dict(end, session_id=self.session_id)):
                     out.put(event)
+            finally:
+                self._sink = None
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="ga-worker", daemon=True)
@@ -702,6 +706,7 @@ class GenericAgent:
             result = yield from self._relay(loop)
             end = task_end_event(result, handler.current_turn)
         except LLMError as e:  # the model failed for good: the task ends, the session lives
+            yield from self._relay_provider_events()  # the retries that came to nothing
             end = failed_event(str(e), handler.current_turn, model_error=True)
         events = self._emit(dict(end, session_id=self.session_id))
         # archived before the end is seen: a caller may exit right after it
@@ -711,9 +716,15 @@ class GenericAgent:
         return events[-1]
 
     def provider_event(self, event: dict) -> None:
-        """The client's ``on_event`` (a ``retry``, a ``model_switch``): relayed in order
-        among the task's events, after the text of the attempt that the reply restarts."""
-        self._provider_events.append(event)
+        """The client's ``on_event`` (a ``retry``, a ``model_switch``), in order among the
+        task's events, after the text of the attempt that the reply restarts: passed on at
+        once when the worker runs the task (a ``Retry-After`` wait may be long), else
+        relayed with the next event."""
+        if self._sink is None:
+            self._provider_events.append(event)
+            return
+        for item in self._emit(event):
+            self._sink(item)
 
     def _relay(self, loop: Generator) -> Generator[dict, None, dict]:
         while True:

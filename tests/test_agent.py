@@ -10,6 +10,8 @@ from pathlib import Path
 from ga import GenericAgent
 from llmcore.scripted import ScriptedClient
 
+WAIT_SECONDS = 20  # sanity bound: an event the worker passes on arrives long before
+
 
 def drain(q: queue.Queue, timeout: float = 30) -> list[dict]:
     events = []
@@ -145,3 +147,45 @@ def test_a_crash_inside_the_loop_still_ends_the_task(home):
     end = drain(agent.put_task("go"), timeout=10)[-1]
     assert end["result"] == "FAILED" and "bug in a turn-end rule" in end["error"]
     assert end["model_error"] is False
+
+
+class RetryingClient(ScriptedClient):
+    """A model whose provider reports a retry and then waits (as for a ``Retry-After``)
+    until the test has seen that retry, or fails for good."""
+
+    def __init__(self, script, seen=None):
+        super().__init__(script)
+        self.seen = seen
+
+    def chat(self, messages, tools=None):
+        self.on_event({"type": "retry", "attempt": 1, "wait": 60.0, "error": "503: busy"})
+        if self.seen is not None and not self.seen.wait(WAIT_SECONDS):
+            raise AssertionError("the retry was not passed on during the wait")
+        return (yield from super().chat(messages, tools))
+
+
+def test_a_retry_is_passed_on_while_the_provider_waits(home):
+    import threading
+
+    seen = threading.Event()
+    client = RetryingClient([{"text": "fine"}], seen)
+    agent = GenericAgent(client, home=home)
+    client.on_event = agent.provider_event
+    agent.start()
+    events = agent.put_task("go")
+    first = events.get(timeout=WAIT_SECONDS)
+    while first["type"] in ("task_start", "turn"):
+        first = events.get(timeout=WAIT_SECONDS)
+    assert first["type"] == "retry" and first["wait"] == 60.0
+    seen.set()
+    end = drain(events)[-1]
+    assert end["result"] == "CURRENT_TASK_DONE" and end["text"] == "fine"
+
+
+def test_retries_that_came_to_nothing_are_reported_before_the_failure(home):
+    client = RetryingClient([{"raise": "503: still busy", "status": 503}])
+    agent = GenericAgent(client, home=home)
+    client.on_event = agent.provider_event
+    events = list(agent.run_task("go"))  # iterated directly: no worker
+    kinds = [e["type"] for e in events]
+    assert kinds[-2:] == ["retry", "task_end"] and events[-1]["result"] == "FAILED"
