@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, Callable
 from llmcore.base import ConfigError, LLMError
 
 from . import signals
-from .commands import COMMANDS, add_global_options, add_tool_options, resolve_home
+from .commands import (
+    COMMANDS,
+    add_global_options,
+    add_tool_options,
+    positive_int,
+    resolve_home,
+)
 from .task_input import task_text
 
 if TYPE_CHECKING:
@@ -69,25 +75,13 @@ def version() -> str:
         return "unknown"
 
 
-def positive_int(text: str) -> int:
-    """An option value that must be a whole number above zero (argparse reports it)."""
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def build_parser():
     import argparse
 
     p = argparse.ArgumentParser(
         prog="ga", description="GenericAgent: a minimal, self-evolving LLM agent.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False)  # exact options only: the command-word scan reads them so
     p.add_argument("task", nargs="*", help="the task; without one, an interactive session")
     add_global_options(p)
     add_tool_options(p)
@@ -278,6 +272,22 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
     return session
 
 
+def resumed_task_text(args, home: Path) -> str:
+    """The task text; ``--resume "TASK"`` (no id) says how to give both."""
+    from .journal import session_matches
+
+    try:
+        return task_text(args)
+    except ConfigError:
+        if not args.resume or session_matches(home, args.resume):
+            raise
+        words = shlex.quote(args.resume)
+        raise ConfigError(None, "--resume", f"{args.resume!r} was read as a session id, and no "
+                          f"session has it; to continue the latest session with that task: "
+                          f"ga --resume -- {words} (ga --resume ID {words} for another one)"
+                          ) from None
+
+
 def resumed_client(args, home: Path, state: SessionState, redactor: Any = None) -> Any:
     """The client of a resumed session: ``-m``, else the model the session last used."""
     from llmcore import make_client
@@ -326,13 +336,17 @@ def dispatch(args, extra: list[str], argv: list[str], home: Path) -> int:
         raise ConfigError(None, extra[0], "unknown option")
     if args.input is not None and not args.task_dir:
         raise ConfigError(None, "--input", "only with --task DIR")
+    if args.cont and args.resume is not None:
+        raise ConfigError(None, "--continue", "give --resume [ID] or --continue, not both")
     check_lone_word(args, argv)
     file_mode = bool(args.task_dir or args.func or args.reflect)
     interactive = not args.task and sys.stdin.isatty() and not file_mode
+    if interactive and args.json:
+        raise ConfigError(None, "--json", 'needs a task: ga --json "TASK" (or the task on stdin)')
     pick = interactive and args.resume == ""
     if pick:
         args.resume = None
-    task = "" if interactive or file_mode else task_text(args)
+    task = "" if interactive or file_mode else resumed_task_text(args, home)
     state = resolve_resume(home, args.resume, args.cont, work_dir(args))  # locked: ours now
     try:
         session = open_session(args, home, state)

@@ -59,10 +59,25 @@ def add_tool_options(p: argparse.ArgumentParser) -> None:
                    help="load a plugin file for this run (repeatable)")
 
 
+def positive_int(text: str) -> int:
+    """An option value that must be a whole number above zero (argparse reports it)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 class CommandParser(argparse.ArgumentParser):
     """Usage errors also say how to run the same words as a task instead."""
 
     task_hint = ""  # `ga OPTIONS -- 'WORDS'`, or empty
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # exact options, as the command-word scan
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # argparse's hook; never returns
         self.print_usage(sys.stderr)
@@ -73,7 +88,7 @@ class CommandParser(argparse.ArgumentParser):
 def task_hint(name: str, argv: list[str]) -> str:
     """The command that runs ``ga NAME ARGV`` as a task: the options a task run takes stay
     options, the words (the command word first) become the quoted task."""
-    run_options = argparse.ArgumentParser(add_help=False)
+    run_options = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     add_global_options(run_options)
     add_tool_options(run_options)
     actions = run_options._option_string_actions
@@ -107,7 +122,8 @@ def command_parser(name: str, argv: list[str]) -> argparse.ArgumentParser:
         for flags, kw in arguments:
             a.add_argument(*flags, **kw)
     if name == "sessions":
-        p.add_argument("-n", "--limit", type=int, default=SESSIONS_LIMIT, help="how many to list")
+        p.add_argument("-n", "--limit", type=positive_int, default=SESSIONS_LIMIT,
+                       help="how many to list")
     return p
 
 
@@ -121,7 +137,7 @@ DESCRIPTIONS = {
 ACTIONS = {
     "sessions": {
         "list": ("list saved sessions, newest first (the default)",
-                 [(("-n", "--limit"), {"type": int, "default": argparse.SUPPRESS,
+                 [(("-n", "--limit"), {"type": positive_int, "default": argparse.SUPPRESS,
                                        "help": "how many to list"})]),
         "show": ("print a session as a readable transcript",
                  [(("id",), {"help": "session id or a unique prefix"})]),

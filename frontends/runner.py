@@ -61,7 +61,7 @@ def end_message(end: dict) -> str | None:
 
 
 def work_dir(args: Any) -> Path:
-    cwd = Path(args.cwd or ".").absolute()
+    cwd = Path(args.cwd or ".").resolve()  # one spelling per folder: --continue finds it
     if not cwd.is_dir():
         raise ConfigError(None, "--cwd", f"not a folder: {cwd}")
     return cwd
@@ -392,6 +392,7 @@ def report_end(session: Session, end: dict, answer_hint: bool = True) -> int:
     message = end_message(end)
     if end.get("model_error"):
         print(f"ga: {end['error']}", file=sys.stderr)
+        print_session_id(session)
         return exit_code(end)
     if message:
         print(f"ga: {message}", file=sys.stderr)

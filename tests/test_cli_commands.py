@@ -330,3 +330,56 @@ def test_sessions_export_to_a_folder_or_an_unwritable_path_is_a_usage_error(home
     err = capsys.readouterr().err
     assert err.startswith(f"ga: {missing}: cannot write it (") and err.count("\n") == 1
     assert err.endswith("); name a file in a folder you can write to\n")
+
+
+# ---- options read exactly, sessions found by their folder ------------------------------
+def test_an_abbreviated_option_is_unknown_not_taken_for_another(tmp_path, capsys):
+    other = tmp_path / "H"
+    assert main(["--hom", str(other), "sessions"]) == 2
+    assert "--hom" in capsys.readouterr().err
+    assert not other.exists()
+
+
+def test_continue_finds_a_session_started_with_a_dotted_folder(tmp_path, home, monkeypatch,
+                                                              capsys):
+    (tmp_path / "p1").mkdir()
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    model = script(tmp_path, [{"text": "done"}])
+    assert main(["-m", model, "-C", "../p1", "start"]) == 0
+    assert main(["-m", model, "-C", str(tmp_path / "p1"), "--continue", "again"]) == 0
+    (journal,) = (home / "sessions").glob("*.jsonl")  # the same session, continued
+    assert f"resumed session {journal.stem}" in capsys.readouterr().err
+
+
+def test_resume_and_continue_together_are_a_usage_error(tmp_path, home, capsys):
+    assert main(["-m", DEMO, "--resume", "x", "--continue", "go"]) == 2
+    assert "--resume [ID] or --continue, not both" in capsys.readouterr().err
+
+
+def test_resume_with_only_a_task_says_how_to_give_both(tmp_path, home, capsys):
+    assert main(["-m", script(tmp_path, [{"text": "ok"}]), "first"]) == 0
+    capsys.readouterr()
+    assert main(["--resume", "do more"]) == 2
+    err = capsys.readouterr().err
+    assert "'do more' was read as a session id" in err
+    assert "ga --resume -- 'do more'" in err
+
+
+def test_sessions_limit_must_be_at_least_one(home, capsys):
+    assert main(["sessions", "-n", "0"]) == 2
+    assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_json_without_a_task_at_a_terminal_is_a_usage_error(home, monkeypatch, capsys):
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    assert main(["-m", DEMO, "--json"]) == 2
+    assert '--json: needs a task: ga --json "TASK"' in capsys.readouterr().err
+
+
+def test_a_model_failure_still_names_the_session(tmp_path, home, capsys):
+    model = script(tmp_path, [{"raise": "503: down", "status": 503}])
+    assert main(["-m", model, "go"]) == 1
+    err = capsys.readouterr().err
+    (journal,) = (home / "sessions").glob("*.jsonl")
+    assert "503: down" in err and f"session {journal.stem}" in err

@@ -62,13 +62,14 @@ def test_three_empty_replies_fail_with_exit_1(capsys, tmp_path):
     assert "the model returned 3 empty replies" in capsys.readouterr().err
 
 
-def test_model_failure_exits_1_with_one_line(capsys, tmp_path):
+def test_model_failure_exits_1_with_one_line_and_the_session(capsys, tmp_path):
     code = main(["-m", script(tmp_path, [{"raise": "overloaded", "status": 529}]), "go"])
     err = capsys.readouterr().err
     assert code == 1
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ga: scripted")
+    assert len(lines) == 2 and lines[0].startswith("ga: scripted")
     assert lines[0].endswith(": 529: overloaded")
+    assert lines[1].startswith("ga: session ")  # SPEC §7: the session id goes to stderr
 
 
 def test_bad_script_is_a_config_error_exit_2(capsys, tmp_path):
