@@ -143,11 +143,11 @@ def trim(messages: list[dict], budget_chars: int, keep_prefix: int = 0,
     start = newest_exchange_start(messages)
     keep = min(keep_prefix, start)
     task = task_index(messages)
+    out = list(messages)
+    if task is not None and task >= keep:  # in the newest exchange too: a huge first request
+        out[task] = _fit_task(out[task], budget_chars)
     task = task if task is not None and keep <= task < start else None
     old = [i for i in range(keep, start) if i != task]
-    out = list(messages)
-    if task is not None:
-        out[task] = _fit_task(out[task], budget_chars)
     _apply(out, old, _without_images)
     if history_chars(out, size) <= budget_chars:  # old images go first: each a short note
         return out

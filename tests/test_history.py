@@ -239,6 +239,15 @@ def test_a_huge_task_is_cut_to_its_share_of_the_budget():
     assert trim(msgs, budget)[0] == out[0]  # cut the same way every time: a stable prefix
 
 
+def test_a_huge_task_is_cut_on_its_first_request_too():
+    task = mark_task({"role": "user", "content": [{"type": "text", "text": "x\n" * 20_000}]})
+    out = trim([task], 8_000)
+    assert history_chars(out) <= 8_000 and "of the task cut to fit" in out[0]["content"][0]["text"]
+    reply = {"role": "assistant", "content": [{"type": "text", "text": "working on it"}]}
+    more = {"role": "user", "content": [{"type": "text", "text": "go on"}]}
+    assert trim([task, reply, more], 8_000)[0] == out[0]  # the next request: the same cut
+
+
 def test_squeezing_is_idempotent_so_squeezed_turns_stay_a_stable_prefix():
     msgs = long_history(6, 3000)
     once = [squeeze_message(m) for m in msgs]
