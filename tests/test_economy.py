@@ -95,6 +95,21 @@ def test_request_prefix_is_repeated_unchanged_between_trims(home, llm_server, ki
     assert json.dumps(bodies[-1]).count("<key_info>KEY-") == 1
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_trims_rewrite_the_prefix_rarely_and_in_large_steps(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind, context_win=3000)
+    tool_turns(client, llm_server, 30, 1000)  # about three turns' output fill the budget
+    key = "input" if kind == "openai-responses" else "messages"
+    bodies = llm_server.bodies(KIND_PATHS[kind])
+    rewrites = 0
+    for prev, cur in zip(bodies, bodies[1:], strict=False):
+        old, new = without_markers(prev[key]), without_markers(cur[key])
+        stable = len(old) - 1
+        rewrites += new[:stable] != old[:stable]
+    # trims happen, and seldom: dropping just enough would rewrite it on every full turn
+    assert 2 <= rewrites <= len(bodies) // 3, rewrites
+
+
 def test_anthropic_cache_markers_sit_on_the_stable_prefix(home, llm_server):
     client = client_for(home, llm_server, provider="anthropic")
     tool_turns(client, llm_server, 2, 100)
