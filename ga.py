@@ -461,9 +461,9 @@ class GenericAgentHandler(BaseHandler):
                                  "data": self.t("no_progress_end", name=name, n=run)}
         if run >= self.s.repeat_warn:
             if run < self.s.repeat_stop:
-                log.warning("%s was called with the same arguments %d turns in a row; the model "
-                            "was told to change approach (the task stops at %d)",
-                            name, run, self.s.repeat_stop)
+                self.parent.notice(f"{name} was called with the same arguments {run} turns "
+                                   f"in a row; the model was told to change approach (the "
+                                   f"task stops at {self.s.repeat_stop})")
             return [self.t("no_progress_warn", name=name, n=run)]
         return []
 
@@ -715,11 +715,15 @@ class GenericAgent:
         yield from events
         return events[-1]
 
+    def notice(self, text: str) -> None:
+        """Tell the user something about the run (a ``notice`` event, shown on stderr)."""
+        self.provider_event({"type": "notice", "text": text})
+
     def provider_event(self, event: dict) -> None:
-        """The client's ``on_event`` (a ``retry``, a ``model_switch``), in order among the
-        task's events, after the text of the attempt that the reply restarts: passed on at
-        once when the worker runs the task (a ``Retry-After`` wait may be long), else
-        relayed with the next event."""
+        """The client's ``on_event`` (a ``retry``, a ``model_switch``) or a ``notice``, in
+        order among the task's events, after the text of the attempt that a reply restarts:
+        passed on at once when the worker runs the task (a ``Retry-After`` wait may be long),
+        else relayed with the next event."""
         if self._sink is None:
             self._provider_events.append(event)
             return

@@ -14,7 +14,8 @@ from tools import clip
 from .signals import held
 
 JSON_EVENTS = ("task_start", "turn", "text", "thinking", "tool_call", "tool_result", "usage",
-               "retry", "model_switch", "task_end")
+               "retry", "model_switch", "notice", "task_end")
+DIAGNOSTICS = ("retry", "model_switch", "notice")  # also said on stderr in --json mode
 RESTARTS = ("retry", "model_switch")  # the reply starts over: drop the turn's streamed text
 RESTART_NOTE = " — the reply starts over"
 COMPACT_PROGRESS_LINES = 8  # live tool output shown per call in compact mode
@@ -77,10 +78,13 @@ def tool_outcome(data: object) -> tuple[str, bool]:
     return "ok", False
 
 
-def restart_line(event: dict, streamed: bool) -> str:
-    """The diagnostic of a retry or failover switch; ``streamed``: a partial reply was shown."""
+def diagnostic_line(event: dict, streamed: bool) -> str:
+    """The stderr line of a notice, a retry or a failover switch; ``streamed``: a partial
+    reply was shown, which the retry starts over."""
     from llmcore.session import event_text
 
+    if event.get("type") == "notice":
+        return f"ga: {event.get('text', '')}"
     return f"ga: {event_text(event)}{RESTART_NOTE if streamed else ''}"
 
 
@@ -96,8 +100,8 @@ class JsonRenderer:
             return
         self.out.write(json.dumps(event, ensure_ascii=False, default=json_default) + "\n")
         self.out.flush()
-        if event.get("type") in RESTARTS:
-            print(restart_line(event, False), file=sys.stderr, flush=True)
+        if event.get("type") in DIAGNOSTICS:
+            print(diagnostic_line(event, False), file=sys.stderr, flush=True)
 
 
 class TextRenderer:
@@ -154,9 +158,13 @@ class TextRenderer:
         """The reply starts over: end its partial line and say so."""
         self.summaries = SummaryFilter()
         self.newline()
-        self.err.print(restart_line(e, self._streamed), style="yellow", markup=False)
+        self.err.print(diagnostic_line(e, self._streamed), style="yellow", markup=False)
 
     on_model_switch = on_retry
+
+    def on_notice(self, e: dict) -> None:
+        self.newline()
+        self.err.print(diagnostic_line(e, False), style="yellow", markup=False)
 
     def on_text(self, e: dict) -> None:
         self._write(self.summaries.feed(e["delta"]))

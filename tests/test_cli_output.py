@@ -4,6 +4,7 @@ answering a question, resuming with the recorded model (SPEC §2, §7)."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -324,3 +325,20 @@ def test_resuming_a_session_whose_folder_is_gone_is_a_usage_error(tmp_path, home
     assert f"ga: --resume: session {sid} worked in {gone}, which is no longer a folder; " \
            "choose one with -C" in capsys.readouterr().err
     assert main(["--resume", sid, "-C", str(tmp_path), "again"]) == 0
+
+
+def test_the_repeat_warning_is_an_event_in_order_in_json_the_journal_and_sessions_show(
+        tmp_path, home, capsys):
+    same = call("code_run", type="bash", script="true")
+    assert main(["-m", script(tmp_path, [same] * 7), "--json", "loop"]) == 4
+    out, err = capsys.readouterr()
+    events = [json.loads(line) for line in out.splitlines()]
+    at = next(i for i, e in enumerate(events) if e["type"] == "notice")
+    assert "same arguments 3 turns in a row" in events[at]["text"]
+    turns = [e["turn"] for e in events[:at] if e["type"] == "turn"]
+    assert turns[-1] == 3 and events[at - 1]["type"] == "tool_result"  # at the end of turn 3
+    assert "ga: code_run was called with the same arguments 3 turns" in err
+    (journal,) = (home / "sessions").glob("*.jsonl")
+    assert '"type": "notice"' in journal.read_text()
+    assert main(["sessions", "show", journal.stem]) == 0
+    assert "same arguments 3 turns in a row" in capsys.readouterr().out
