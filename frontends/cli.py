@@ -189,8 +189,9 @@ def check_lone_word(args, argv: list[str]) -> None:
         if not close:
             return
         guess = f"did you mean 'ga {close[0]}'?"
+    as_task = " ".join(["ga", *map(shlex.quote, options_only(argv)), "--", shlex.quote(word)])
     raise ConfigError(None, None, f"'{word}' is not a command ({guess}); "
-                      f"to run it as a task: ga -- {word}")
+                      f"to run it as a task: {as_task}")
 
 
 class StderrHandler(logging.StreamHandler):

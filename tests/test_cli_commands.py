@@ -51,7 +51,7 @@ def test_global_options_after_the_command_word(tmp_path, home, capsys):
 def test_a_mistyped_command_is_an_error_not_a_task(tmp_path, home, capsys):
     assert main(["-m", DEMO, "sesions"]) == 2
     err = capsys.readouterr().err
-    assert "did you mean 'ga sessions'?" in err and "ga -- sesions" in err
+    assert "did you mean 'ga sessions'?" in err and f"ga -m {DEMO} -- sesions" in err
     assert not (home / "sessions").exists()
 
 
