@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from llmcore.images import EXTENSIONS, describe
+from llmcore.images import EXTENSIONS, describe, is_image
 from tools.fsutil import atomic_write
 
 log = logging.getLogger("ga.session")
@@ -22,14 +22,10 @@ log = logging.getLogger("ga.session")
 IMAGES_DIR = "images"
 
 
-def _is_image(obj: Any) -> bool:
-    return isinstance(obj, dict) and obj.get("type") == "image"
-
-
 def _walk(obj: Any, fn: Any) -> Any:
     """``obj`` with ``fn`` applied to every image block inside it; untouched parts are the
     same objects (nothing is copied where there is no image)."""
-    if _is_image(obj):
+    if is_image(obj):
         return fn(obj)
     if isinstance(obj, dict):
         out = {k: _walk(v, fn) for k, v in obj.items()}

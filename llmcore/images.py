@@ -102,9 +102,10 @@ def read_source(path: str | Path) -> bytes:
         raise ImageError(label, f"cannot read the image: {e.strerror or e}") from None
 
 
-def open_image(raw: bytes, label: str) -> tuple[Any, tuple[int, int]]:
-    """The decoded Pillow image and the size of the source (formats and ``MAX_PIXELS``
-    checked from the header); ``ImageError`` otherwise. An image far larger than
+def open_image(raw: bytes, label: str, load: bool = True) -> tuple[Any, tuple[int, int]]:
+    """The decoded Pillow image (only its header read, without ``load``) and the size of
+    the source (formats and ``MAX_PIXELS`` checked from the header); ``ImageError``
+    otherwise. An image far larger than
     ``MAX_SIDE`` is decoded reduced: a JPEG at 1/2 to 1/8 scale (``draft``), any other then
     shrunk by a whole factor (``reduce``), so no full-size copy outlives the decoding."""
     from PIL import Image, UnidentifiedImageError
@@ -124,6 +125,8 @@ def open_image(raw: bytes, label: str) -> tuple[Any, tuple[int, int]]:
     if img.format not in FORMATS:
         raise ImageError(label, f"{img.format} images are not supported; {SUPPORTED}")
     original = img.size
+    if not load:
+        return img, original
     if img.format == "JPEG" and max(original) >= 2 * MAX_SIDE:
         img.draft(None, _fitting(original, MAX_SIDE + 1))
     if img.width * img.height > MAX_PIXELS:
@@ -272,7 +275,7 @@ def for_model(items: list | None, client: Any) -> list[dict]:
 def inspect(raw: bytes, label: str, decode: bool) -> tuple[dict, Picture | None]:
     """An image file's facts (name, format, width, height, bytes) and, with ``decode``, the
     picture to send."""
-    img, original = open_image(raw, label)
+    img, original = open_image(raw, label, load=decode)  # facts need the header only
     facts = {"name": Path(label).name, "format": img.format, "width": original[0],
              "height": original[1], "bytes": len(raw)}
     return facts, picture(img, original, raw, label) if decode else None

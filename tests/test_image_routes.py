@@ -95,6 +95,17 @@ def test_file_read_of_an_image_tells_a_text_only_model_what_it_is(home):
     assert "chart.webp.png: PNG 64x48" in result and "cannot see images" in result
 
 
+def test_a_text_only_model_is_told_of_an_image_from_its_header_without_decoding(home):
+    from test_images import png_header
+
+    Path("huge.png").write_bytes(png_header(13000, 13000))  # decoding would be refused
+    client = ScriptedClient(read_png_script("huge.png"), vision=False)
+    agent = GenericAgent(client, home=home, cwd=Path.cwd())
+    list(agent.run_task("read it"))
+    result = client.calls[1]["messages"][0]["tool_results"][0]["content"]
+    assert "huge.png: PNG 13000x13000" in result and "cannot see images" in result
+
+
 def test_file_read_sniffs_images_by_content_and_reports_broken_ones(run_agent):
     png(Path("photo.dat"), (20, 10))
     Path("broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
