@@ -61,6 +61,23 @@ def test_image_flag_goes_with_the_task_and_the_journal_stores_it_once(home, tmp_
     assert [p["data"] for p in pictures] == [data_b64, data_b64]  # back for a resume
 
 
+def test_an_image_file_read_by_a_tool_is_stored_once_and_comes_back_on_resume(home, tmp_path,
+                                                                             capsys):
+    png(Path("chart.png"), (300, 200), (20, 90, 200))
+    read = {"text": "<summary>look</summary>", "tool_calls": [
+        {"name": "file_read", "args": {"path": "chart.png"}}]}
+    model = tmp_path / "tool.yaml"
+    model.write_text(yaml.safe_dump([read, {"text": "A blue chart."}]))
+    assert main(["-m", f"scripted:{model}", "what is in chart.png?"]) == 0
+    journal = only_journal(home)
+    (stored,) = (home / "images").iterdir()
+    sent = base64.b64encode(stored.read_bytes()).decode()  # what the model was sent
+    assert sent not in journal.read_text() and '"ref": "images/' in journal.read_text()
+    results = [b for m in load_session(journal).history if m["role"] == "user"
+               for b in m["content"] if b["type"] == "tool_result"]
+    assert [x["data"] for r in results for x in r["content"] if x["type"] == "image"] == [sent]
+
+
 def test_sessions_export_holds_references_and_history_reloads_them(home, tmp_path, capsys):
     png(Path("shot.png"))
     assert main(["-m", script(tmp_path, "ok", "again"), "--image", "shot.png", "look"]) == 0
