@@ -12,7 +12,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from llmcore.base import ConfigError
 from llmcore.images import describe as describe_image
@@ -54,9 +54,15 @@ def setup_readline(home: Path) -> Any:
     return readline
 
 
-def save_readline(rl: Any, home: Path) -> None:
+def save_readline(rl: Any, home: Path, redact: Callable[[str], str]) -> None:
+    """Write the line history, keys typed at the prompt masked."""
     if rl is None:
         return
+    for i in range(rl.get_current_history_length()):
+        line = rl.get_history_item(i + 1) or ""  # 1-based; replace_history_item is 0-based
+        masked = redact(line)
+        if masked != line:
+            rl.replace_history_item(i, masked)
     try:
         home.mkdir(parents=True, exist_ok=True)
         rl.write_history_file(home / HISTORY_FILE)
@@ -85,7 +91,7 @@ class Repl:
         try:
             return self._loop()
         finally:
-            save_readline(rl, self.session.home)
+            save_readline(rl, self.session.home, self.session.agent.redactor)
             self.session.close()
             print(f"ga: session {self.session.id}", file=sys.stderr)
 

@@ -160,3 +160,27 @@ def test_ctrl_c_in_one_shot_kills_the_run_and_exits_130(tmp_path, home):
     child.close()
     assert child.exitstatus == 130
     assert wait_gone(pid)
+
+
+def test_repl_export_and_line_history_mask_keys(tmp_path, home):
+    key = "key-of-another-profile-7777777"
+    a = write_script(tmp_path / "a.yaml", [{"text": "noted"}])
+    (home / "config.yaml").write_text(yaml.safe_dump({"default": "a", "models": {
+        "a": {"provider": "scripted", "script": str(a)},
+        "b": {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+              "api_key": key}}}))
+    child = spawn(home)
+    child.expect("ga> ")
+    child.sendline(f"my key is {key} remember it")
+    child.expect("noted")
+    child.expect("ga> ")
+    child.sendline("/export out.json")
+    child.expect("exported")
+    child.expect("ga> ")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    exported = (Path.cwd() / "out.json").read_text()
+    assert "my key is ***" in exported and key not in exported
+    history = (home / "repl_history").read_text()
+    assert "my key is ***" in history and key not in history
