@@ -105,7 +105,7 @@ class Journal:
         self._working = _dumps(state.working) if state else _dumps({})
         self._stream: dict[str, list[str]] = {}  # streamed pieces, joined once when written
         self._file: IO[str] | None = None
-        self.redact: Callable[[str], str] = getattr(agent, "redactor", None) or (
+        self.redact: Redactor = getattr(agent, "redactor", None) or (
             Redactor.from_config(getattr(agent.llmclient, "config", None)))
         self.failed = False
         self.closed = False  # a closed journal (its lock given up) writes nothing more
@@ -146,7 +146,7 @@ class Journal:
     def _write(self, record: dict) -> None:
         record.setdefault("time", time.time())
         f = self._file
-        f.write(self.redact(_dumps(self.images.externalize(record))) + "\n")
+        f.write(self.redact.dumps(self.images.externalize(record)) + "\n")
         f.flush()
 
     def write(self, record: dict) -> None:

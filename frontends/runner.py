@@ -326,8 +326,8 @@ def read_history_file(path: str | Path) -> dict:
 def export_history(agent: Any, path: str | Path) -> Path:
     """Write the conversation (provider history, summaries, working memory) as JSON; images
     as references to ``<home>/images``, keys masked by the agent's redactor."""
-    snapshot = agent.redactor.data(ImageStore(agent.home).externalize(agent.snapshot()))
-    return write_export(path, json.dumps(snapshot, ensure_ascii=False, indent=1, default=str))
+    snapshot = ImageStore(agent.home).externalize(agent.snapshot())
+    return write_export(path, agent.redactor.dumps(snapshot, indent=1))
 
 
 def write_export(path: str | Path, text: str) -> Path:

@@ -109,8 +109,7 @@ def export_session(home: Path, session_id: str, target: str | None,
     state = load_session(path, with_images=False)  # images as references to <home>/images
     data = {"history": state.history, "history_info": state.history_info,
             "working": state.working}
-    text = json.dumps(data, ensure_ascii=False, indent=1, default=str)
-    text = redact(text) if redact else text
+    text = (redact or Redactor()).dumps(data, indent=1)
     if target:
         write_export(target, text)
         print(f"exported {state.id} to {target}")

@@ -10,6 +10,7 @@ composition root (``from_config``) and handed to the writers and tools.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import string
@@ -112,6 +113,13 @@ class Redactor:
         if isinstance(value, (list, tuple)):
             return [self.data(v) for v in value]
         return value
+
+    def dumps(self, value: Any, indent: int | None = None) -> str:
+        """``value`` as JSON text, masked as data first: the one way a writer turns records
+        into JSON. (Masking the JSON text would miss a key holding ``"`` or ``\\``, which
+        JSON escapes.)"""
+        return json.dumps(self.data(value), ensure_ascii=False, indent=indent,
+                          default=lambda obj: self(str(obj)))
 
     def lines(self, text: str) -> list[int]:
         """Line numbers (1-based) where a known secret occurs."""

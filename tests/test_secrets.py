@@ -296,3 +296,23 @@ def test_lint_reports_an_env_dump_in_l4(home, capsys):
     assert memory_command("lint", home) == 1
     out = capsys.readouterr().out
     assert "s1.md:1:" in out and "s1.md:2:" in out
+
+
+QUOTED_KEY = 'key"with\\quote-33333333'  # JSON text holds it escaped: key\"with\\quote-…
+
+
+def test_a_key_with_a_quote_or_backslash_is_masked_in_the_journal_and_exports(home, tmp_path,
+                                                                              capsys):
+    (home / "config.yaml").write_text(yaml.safe_dump({"models": {
+        "q": {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+              "api_key": QUOTED_KEY}}}))
+    model = script(tmp_path, [{"text": f"Echoing {QUOTED_KEY} back."}])
+    assert main(["-m", model, f"remember {QUOTED_KEY}"]) == 0
+    capsys.readouterr()
+    (journal,) = (home / "sessions").glob("*.jsonl")
+    escaped = json.dumps(QUOTED_KEY)[1:-1]
+    assert "remember ***" in journal.read_text() and escaped not in journal.read_text()
+    journal.write_text(journal.read_text().replace("remember ***", f"remember {escaped}"))
+    assert main(["sessions", "export", journal.stem]) == 0
+    out = capsys.readouterr().out
+    assert "remember ***" in out and escaped not in out and QUOTED_KEY not in out
