@@ -37,7 +37,8 @@ TOO_MANY_CALLS = ("[Error] not run: a reply may make at most {n} tool calls and 
 # The runtime's own prompt markers; tool output that contains them is neutralised (SPEC §4).
 MARKER_TAGS = ("key_info", "history", "earlier_context", "tool_result", "tool_use", "tool_call")
 MARKER_WORDS = ("MASTER", "DANGER", "WORKING MEMORY", "SYSTEM", "SYSTEM TIPS")
-_MARKER_TAG = re.compile(rf"<(\s*/?\s*(?:{'|'.join(MARKER_TAGS)})\b[^<>]{{0,200}})>", re.I)
+# only the "<" is escaped: a tag needs no ">" near it to act as one, so none is looked for
+_MARKER_TAG = re.compile(rf"<(\s*/?\s*(?:{'|'.join(MARKER_TAGS)}))\b", re.I)
 _MARKER_WORD = re.compile(rf"\[(\s*(?:{'|'.join(MARKER_WORDS)})\s*)\]", re.I)
 MARKERS_NOTE = ("[Note] Runtime markers in this output were escaped so they cannot act as "
                 "markers: {names} stand for the real characters of the source (without the "
@@ -89,8 +90,8 @@ def bad_json_message(name: Any, raw: Any, error: Any) -> str:
 
 def neutralise_markers(text: str) -> str:
     """``text`` with the runtime's markers made inert: ``<key_info>`` becomes
-    ``&lt;key_info&gt;`` and ``[MASTER]`` becomes ``\\[MASTER\\]``; the words stay readable."""
-    text = _MARKER_TAG.sub(r"&lt;\1&gt;", text)
+    ``&lt;key_info>`` and ``[MASTER]`` becomes ``\\[MASTER\\]``; the words stay readable."""
+    text = _MARKER_TAG.sub(r"&lt;\1", text)
     return _MARKER_WORD.sub(r"\\[\1\\]", text)
 
 
@@ -105,7 +106,7 @@ def escaped_markers(data: Any) -> list[str]:
         return []
     tags = {m.group(1).replace("/", " ").split()[0].lower() for m in _MARKER_TAG.finditer(data)}
     words = {" ".join(m.group(1).split()).upper() for m in _MARKER_WORD.finditer(data)}
-    return sorted(f"&lt;{tag}&gt;" for tag in tags) + sorted(f"\\[{w}\\]" for w in words)
+    return sorted(f"&lt;{tag}" for tag in tags) + sorted(f"\\[{w}\\]" for w in words)
 
 
 def with_markers_note(data: Any, redact: Callable[[str], str] | None = None) -> Any:

@@ -245,21 +245,21 @@ def test_patch_two_matches_leaves_file(tmp_path):
 
 def test_patch_takes_escaped_markers_only_when_the_text_matches_nowhere_as_given(tmp_path):
     path = tmp_path / "page.md"
-    path.write_text("a &lt;key_info&gt; b\nc <key_info> d\n[SYSTEM] e\n")
-    file_patch(path, "a &lt;key_info&gt; b", "a &lt;key_info&gt; B")
-    assert path.read_text() == "a &lt;key_info&gt; B\nc <key_info> d\n[SYSTEM] e\n"
-    result = file_patch(path, "c &lt;key_info&gt; d\n\\[SYSTEM\\] e", "c &lt;key_info&gt; D")
+    path.write_text("a &lt;key_info> b\nc <key_info> d\n[SYSTEM] e\n")
+    file_patch(path, "a &lt;key_info> b", "a &lt;key_info> B")
+    assert path.read_text() == "a &lt;key_info> B\nc <key_info> d\n[SYSTEM] e\n"
+    result = file_patch(path, "c &lt;key_info> d\n\\[SYSTEM\\] e", "c &lt;key_info> D")
     assert result["at_line"] == 2 and "markers_note" in result
-    assert path.read_text() == "a &lt;key_info&gt; B\nc <key_info> D\n"
+    assert path.read_text() == "a &lt;key_info> B\nc <key_info> D\n"
 
 
 def test_patch_in_escaped_form_still_needs_exactly_one_match(tmp_path):
     path = tmp_path / "twice.py"
     path.write_text("x = '<key_info>'\ny = 1\nx = '<key_info>'\n")
     with pytest.raises(ToolError, match=r"matches 2 places .* lines 1, 3\)"):
-        file_patch(path, "x = '&lt;key_info&gt;'", "z")
+        file_patch(path, "x = '&lt;key_info>'", "z")
     with pytest.raises(ToolError, match="was not found"):
-        file_patch(path, "x = '&lt;history&gt;'", "z")
+        file_patch(path, "x = '&lt;history>'", "z")
     assert path.read_text() == "x = '<key_info>'\ny = 1\nx = '<key_info>'\n"
 
 

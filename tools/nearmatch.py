@@ -1,6 +1,6 @@
 """What file_patch's old_content may have meant when it matches nowhere as given.
 
-Copied from a tool result, its runtime markers may be escaped (``&lt;key_info&gt;``): each
+Copied from a tool result, its runtime markers may be escaped (``&lt;key_info>``): each
 such marker then matches its real form too. Else the file's line most like the longest
 line of old_content is shown, with its neighbours, as the closest lines.
 
@@ -32,9 +32,9 @@ NEAR_MATCH_SECONDS = 0.5  # the search stops after this long
 NEAR_MATCH_SLICE_LINES = 20_000  # lines bounded together between looks at the clock
 TELLING_CHARS = 4  # probe characters whose counts bound a line's similarity
 SAMPLE_LINES = 2_000  # lines of a slice sampled to pick the telling characters
-# A runtime marker as tool results show it (agent_loop.neutralise_markers): &lt;tag&gt;, \[WORD\]
+# A runtime marker as tool results show it (agent_loop.neutralise_markers): &lt;tag, \[WORD\]
 ESCAPED_MARKER_RE = re.compile(
-    rf"&lt;(\s*/?\s*(?:{'|'.join(MARKER_TAGS)})\b[^<>]{{0,400}}?)&gt;"
+    rf"(&lt;)(?=\s*/?\s*(?:{'|'.join(MARKER_TAGS)})\b)"
     rf"|\\\[(\s*(?:{'|'.join(MARKER_WORDS)})\s*)\\\]", re.I)
 
 
@@ -129,8 +129,7 @@ def _marker_source(text: str) -> str | None:
     for m in ESCAPED_MARKER_RE.finditer(text):
         parts.append(re.escape(text[pos : m.start()]))
         if m.group(1) is not None:
-            inner = m.group(1)
-            parts.append(f"(?:&lt;|<){_marker_source(inner) or re.escape(inner)}(?:&gt;|>)")
+            parts.append("(?:&lt;|<)")
         else:
             parts.append(rf"(?:\\\[|\[){re.escape(m.group(2))}(?:\\\]|\])")
         pos = m.end()
@@ -140,9 +139,7 @@ def _marker_source(text: str) -> str | None:
 
 
 def unescape_markers(text: str) -> str:
-    """``text`` with escaped runtime markers (``&lt;key_info&gt;``, ``\\[MASTER\\]``) made real."""
+    """``text`` with escaped runtime markers (``&lt;key_info>``, ``\\[MASTER\\]``) made real."""
     def real(m: re.Match) -> str:
-        if m.group(1) is not None:
-            return f"<{unescape_markers(m.group(1))}>"
-        return f"[{m.group(2)}]"
+        return "<" if m.group(1) is not None else f"[{m.group(2)}]"
     return ESCAPED_MARKER_RE.sub(real, text)
