@@ -121,7 +121,7 @@ def _check_l1(store: MemoryStore, fix: bool) -> list[LintProblem]:
         problems.append(LintProblem(path, 0, f"SOP {p.name} is not indexed in L1", fixed=fix))
     if fix and (dangling or missing):
         lines = _fix_l1(lines, dangling, [p.stem for p in missing])
-        atomic_write(path, "\n".join(lines) + "\n")
+        problems += _write_fix(path, "\n".join(lines) + "\n", problems)
     if len(lines) > L1_MAX_LINES:
         problems.append(LintProblem(
             path, L1_MAX_LINES + 1,
@@ -147,8 +147,24 @@ def _check_l2(store: MemoryStore, fix: bool) -> list[LintProblem]:
         if header:
             keep.append(line)
     if fix and len(keep) < len(lines):
-        atomic_write(path, "\n".join(keep) + "\n")
+        problems += _write_fix(path, "\n".join(keep) + "\n", problems)
     return problems
+
+
+def _write_fix(path: Path, text: str, problems: list[LintProblem]) -> list[LintProblem]:
+    """Write a repaired file; when it cannot be written, ``problems`` stay unfixed and one
+    more says why and what to do."""
+    try:
+        atomic_write(path, text)
+    except OSError as e:
+        for p in problems:
+            p.fixed = False
+        if isinstance(e, PermissionError):
+            why = "the file is read-only: make it writable (chmod u+w)"
+        else:
+            why = f"{e.strerror or e}: make it writable"
+        return [LintProblem(path, 0, f"cannot fix it: {why} and run ga memory lint --fix again")]
+    return []
 
 
 def _scanned_files(mem: Path) -> list[Path]:

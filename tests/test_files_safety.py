@@ -409,6 +409,21 @@ def test_a_read_only_file_is_refused(tmp_path, write):
     assert [p.name for p in folder.iterdir()] == ["locked.txt"]
 
 
+def test_a_read_only_file_in_a_linked_folder_is_not_called_a_link(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "via").symlink_to("real")
+    path = tmp_path / "real" / "locked.txt"
+    path.write_text("keep me\n")
+    path.chmod(0o444)
+    with pytest.raises(ToolError) as err:
+        file_write(tmp_path / "via" / "locked.txt", "new\n")
+    assert str(err.value).startswith(f"{tmp_path / 'via' / 'locked.txt'} is read-only")
+    link = tmp_path / "link.txt"
+    link.symlink_to(path)
+    with pytest.raises(ToolError, match=r"link.txt \(a link to .*locked.txt\) is read-only"):
+        file_write(link, "new\n")
+
+
 def test_writes_split_a_hard_link_and_say_so(tmp_path):
     store = tmp_path / "store" / "lib.py"
     store.parent.mkdir()

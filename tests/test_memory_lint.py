@@ -155,3 +155,13 @@ def test_pointers_inside_chinese_text(store):
     assert _messages(lint_store(store)) == ["L1 points at 'deploy_sop', which does not exist"]
     lint_store(store, fix=True)
     assert "定时任务见scheduled_task_sop，部署见" in store.insight()
+
+
+def test_fix_on_a_read_only_file_says_what_to_do_and_leaves_it(store, capsys):
+    store.l2_path.write_text("# [Global Memory - L2]\nrepo: /srv/app\nrepo: /srv/app\n")
+    store.l2_path.chmod(0o444)
+    assert main(["memory", "lint", "--fix"]) == 1
+    out = capsys.readouterr().out
+    assert f"{store.l2_path}: cannot fix it: the file is read-only" in out
+    assert "chmod u+w" in out and "0 fixed, 2 left" in out
+    assert store.global_mem().count("repo: /srv/app") == 2

@@ -94,7 +94,7 @@ def _writable_target(path: str | Path, target: Path) -> os.stat_result | None:
     if not stat.S_ISREG(st.st_mode):
         raise _not_regular(path, st.st_mode)
     if not st.st_mode & WRITE_BITS or not os.access(target, os.W_OK):
-        shown = f"{path} (a link to {target})" if Path(path) != target else str(path)
+        shown = f"{path} (a link to {target})" if os.path.islink(path) else str(path)
         raise ReadOnlyFileError(
             f"{shown} is read-only (mode {stat.S_IMODE(st.st_mode):o}); nothing was written. "
             "Leave it alone, or make it writable first (chmod u+w) if it is meant to change.")
