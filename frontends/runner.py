@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from llmcore.base import ConfigError
 from llmcore.images import for_model
+from tools.procs import sweep_stale
 
 from .console import ESTIMATE_MARK
 from .imagestore import ImageStore
@@ -140,6 +141,7 @@ class Session:
     def __init__(self, agent: Any, home: Path, journal: Journal,
                  client_factory: Callable[[str], Any] | None = None,
                  command: str = "ga", keep_cwd: bool = False) -> None:
+        sweep_stale()  # temp dirs of runtimes killed with their watchdog (a glob, cheap)
         self.agent = agent
         self.home = home
         self.journal = journal

@@ -212,6 +212,17 @@ def test_no_code_files_left_by_a_killed_ga_after_the_next_start(
     assert not list(tmpdir_env.rglob("ga_code_*.py"))
 
 
+def test_a_run_sweeps_stale_runtime_dirs_at_start_without_running_code(tmp_path, home,
+                                                                        tmpdir_env):
+    stale = tmpdir_env / f"{procs.DIR_PREFIX}999999-gone"
+    (stale / procs.TIED_DIR).mkdir(parents=True)
+    (stale / procs.LOCK_NAME).touch()  # nobody holds it: its runtime is gone
+    old = time.time() - 2 * procs.STALE_GRACE_SECONDS
+    os.utime(stale, (old, old))
+    assert finish(start_ga(tmp_path, home, tmpdir_env, [{"text": "no code to run"}])) == 0
+    assert not stale.exists()
+
+
 def test_a_live_runtimes_dir_is_not_swept(tmp_path):
     mine = procs.runtime_dir()
     old = time.time() - 2 * procs.STALE_GRACE_SECONDS

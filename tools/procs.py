@@ -18,7 +18,7 @@ the child — and the watchdog then ends every process of each session still ann
 (SIGTERM, SIGKILL after ``TERM_GRACE_SECONDS``) and removes the runtime's private temp dir
 (``runtime_dir()``) with the folders it owns elsewhere (``owned_dir()``: a short path for
 a unix socket). A temp dir left by a runtime whose watchdog died too is swept when the next
-runtime starts; an owned folder, when the next one is made.
+run starts (``sweep_stale``); an owned folder, when the next one is made.
 
 By design, not tied: a process that leaves its session (``setsid``, a daemonising server) —
 that is how the model starts a service meant to outlive ``ga``. ``popen_detached`` starts
@@ -206,8 +206,10 @@ def _pids() -> list[int]:
     return [int(word) for word in listing.split() if word.isdigit()]
 
 
-def sweep_stale(tmp: Path) -> None:
-    """Remove the temp dirs of runtimes that are gone (their lock is free)."""
+def sweep_stale(tmp: Path | None = None) -> None:
+    """Remove the temp dirs of runtimes that are gone (their lock is free), in ``tmp``
+    (default: the temp dir). A run calls it at start; a runtime, when it is made."""
+    tmp = Path(tempfile.gettempdir()) if tmp is None else tmp
     now = time.time()
     for path in tmp.glob(f"{DIR_PREFIX}*"):
         try:
