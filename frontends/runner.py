@@ -28,7 +28,9 @@ from .journal import (
     find_session,
     latest_for_cwd,
     session_matches,
+    sessions_dir,
 )
+from .session_lock import sweep_stale_locks
 from .signals import STOPS, describe, write_failed
 
 EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
@@ -142,6 +144,7 @@ class Session:
                  client_factory: Callable[[str], Any] | None = None,
                  command: str = "ga", keep_cwd: bool = False) -> None:
         sweep_stale()  # temp dirs of runtimes killed with their watchdog (a glob, cheap)
+        sweep_stale_locks(sessions_dir(home))  # and the session locks of killed runs
         self.agent = agent
         self.home = home
         self.journal = journal

@@ -2,6 +2,8 @@
 
 A second ``ga --resume ID`` of a session another process has open is refused with
 ``SessionBusy`` naming that process, instead of two processes appending to one journal.
+A lock whose holder died (SIGKILL: it could not remove its file) is free: it is taken when
+its session is resumed, and ``sweep_stale_locks`` removes it when a run starts.
 """
 
 from __future__ import annotations
@@ -69,6 +71,21 @@ class SessionLock:
         finally:
             os.close(self._fd)
             self._fd = None
+
+
+def sweep_stale_locks(folder: Path) -> None:
+    """Remove the session locks in ``folder`` that no live process holds: each is taken and
+    released as its holder would have done, so a process taking it meanwhile is never
+    robbed of it."""
+    if fcntl is None:
+        return
+    for path in folder.glob(f"*{LOCK_SUFFIX}"):
+        lock = SessionLock(path)  # path.with_suffix(LOCK_SUFFIX) is path itself
+        try:
+            lock.acquire()
+        except (SessionBusy, OSError):
+            continue  # held by a live process, or not ours to remove
+        lock.release()
 
 
 def _same_file(fd: int, path: Path) -> bool:

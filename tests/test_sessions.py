@@ -108,6 +108,28 @@ def test_a_lock_left_by_a_dead_process_does_not_block_resume(home, tmp_path, cap
                  path.stem, "second"]) == 0
 
 
+def test_a_new_run_removes_locks_whose_holder_was_killed(home, tmp_path, capsys):
+    sessions = home / "sessions"
+    sessions.mkdir()
+    killed = sessions / "20260101-000000-dead.jsonl"
+    hold = ("import os, signal, sys; from pathlib import Path; "
+            "from frontends.session_lock import SessionLock; "
+            "SessionLock(Path(sys.argv[1])).acquire(); os.kill(os.getpid(), signal.SIGKILL)")
+    proc = subprocess.run([sys.executable, "-c", hold, str(killed)], timeout=WAIT_SECONDS,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == -signal.SIGKILL and killed.with_suffix(".lock").exists()
+    live = claim_session(_journal(sessions / "20260101-000000-live.jsonl"))
+    assert main(["-m", script(tmp_path, [{"text": "done"}]), "a new task"]) == 0
+    assert not killed.with_suffix(".lock").exists()
+    assert live.lock.path.exists()  # held by this process: not stale
+    live.lock.release()
+
+
+def _journal(path: Path) -> Path:
+    path.write_text(json.dumps({"type": "session_start", "id": path.stem}) + "\n")
+    return path
+
+
 def test_continue_picks_the_latest_session_of_this_cwd(home, tmp_path, capsys):
     other = tmp_path / "other"
     other.mkdir()
