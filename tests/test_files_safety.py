@@ -424,6 +424,47 @@ def test_a_read_only_file_in_a_linked_folder_is_not_called_a_link(tmp_path):
         file_write(link, "new\n")
 
 
+BIND_MOUNTED = """
+import sys
+from tools.files import file_patch, file_write
+file_write(sys.argv[1], "new\\n")
+file_write(sys.argv[1], "more\\n", mode="append")
+file_patch(sys.argv[1], "more", "last")
+try:
+    file_write(sys.argv[2], "x\\n")
+except OSError as e:
+    print(e)
+"""
+
+
+def test_a_bind_mounted_single_file_is_written_in_place(tmp_path):
+    """Docker's ``-v file:file``: the file is a mount point, so it cannot be replaced; and
+    an error never names the temp file beside it (a read-only mounted folder)."""
+    outside, mounted = tmp_path / "outside.txt", tmp_path / "bind" / "mounted.txt"
+    mounted.parent.mkdir()
+    outside.write_text("old\n")
+    mounted.write_text("")
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    shell = (f'mount --bind "{outside}" "{mounted}" && mount --bind "{frozen}" "{frozen}" && '
+             f'mount -o remount,bind,ro "{frozen}" || exit 99; '
+             f'exec "{sys.executable}" -c "$0" "$1" "$2"')
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    try:
+        proc = subprocess.run(["unshare", "-rm", "sh", "-c", shell, BIND_MOUNTED, str(mounted),
+                               str(frozen / "new.txt")],
+                              capture_output=True, text=True, env=env, timeout=60)
+    except FileNotFoundError:
+        pytest.skip("no unshare")
+    if proc.returncode == 99 or "unshare:" in proc.stderr:
+        pytest.skip(f"cannot bind-mount in a user namespace here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    assert outside.read_text() == "new\nlast\n"
+    assert os.listdir(mounted.parent) == ["mounted.txt"]  # no temp file left
+    assert "new.txt" in proc.stdout and "Read-only file system" in proc.stdout
+    assert fsutil.TEMP_SUFFIX not in proc.stdout
+
+
 def test_writes_split_a_hard_link_and_say_so(tmp_path):
     store = tmp_path / "store" / "lib.py"
     store.parent.mkdir()

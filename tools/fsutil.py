@@ -9,6 +9,9 @@ refused with a clear error. A file with several hard links is replaced under the
 written only: its other names keep the old content, as with ``sed -i``, ``git`` and
 ``rsync``. Package managers (uv, pnpm, conda) hard-link one shared store into every
 environment, and an edit meant for one project must not reach all of them.
+A file that is a mount point of its own (Docker's ``-v file:file``) cannot be replaced by
+rename: it is rewritten in place instead (callers hold ``file_lock`` for read-modify-write).
+Errors name the path written, never the temp file beside it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ TEMP_NAME_CHARS = 200  # a temp name keeps this much of the target's name (NAME_
 TEMP_NAME_TRIES = 100
 TEMP_NAME_RE = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")  # ``.NAME.RANDOM.tmp``, atomic_write's
 WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+# os.replace onto a bind-mounted single file: the mount point is busy, or another device
+IN_PLACE_ERRNOS = (errno.EBUSY, errno.EXDEV)
 _KINDS = (
     (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -155,6 +160,18 @@ def atomic_write(path: str | Path, data: str | bytes, encoding: str = "utf-8") -
     target = ensure_folder(path)
     old = _writable_target(path, target)
     raw = data.encode(encoding) if isinstance(data, str) else data
+    try:
+        _replace(target, raw, old)
+    except OSError as e:
+        if old is not None and e.errno in IN_PLACE_ERRNOS:
+            _write_in_place(target, raw)
+        elif e.filename is not None and not isinstance(e, ToolError):
+            raise OSError(e.errno, e.strerror, str(path)) from None  # not the temp file's name
+        else:
+            raise
+
+
+def _replace(target: Path, raw: bytes, old: os.stat_result | None) -> None:
     fd, tmp = _create_temp(target)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -167,6 +184,16 @@ def atomic_write(path: str | Path, data: str | bytes, encoding: str = "utf-8") -
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _write_in_place(target: Path, raw: bytes) -> None:
+    """Overwrite ``target``'s content in its own inode (not atomic: the one way to change a
+    file that is a mount point)."""
+    with open(target, "r+b") as f:
+        f.write(raw)
+        f.truncate()
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _keep_mode_and_owner(tmp: Path, old: os.stat_result) -> None:
