@@ -97,3 +97,11 @@ def test_readme_safety_matches_tools_that_run_unasked_outside_the_working_folder
                  "write outside"]) == 0
     assert (outside / "written.txt").read_text() == "x"  # what the section says: no jail
     assert (outside / "ran").read_text() == "y\n"
+
+
+def test_readme_states_that_inline_eval_code_keeps_the_full_environment():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for title in ("## Processes and signals", "## Safety"):
+        section = text.split(title, 1)[1].split("\n## ", 1)[0]
+        assert "`inline_eval`" in section and "full environment" in section
+        assert "use a plain `code_run` for anything that starts" in section.lower()
