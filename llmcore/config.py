@@ -26,6 +26,11 @@ DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
 DEFAULT_BASE_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL",
                     "openai-responses": "OPENAI_BASE_URL"}
 MAX_CALLS_PER_TURN = 32  # tool calls of one reply that run; the rest get an error result
+# set by the runtime (tools.procs.TIE_ENV) in the environment of every process it starts
+RUNTIME_CHILD_VAR = "GA_TIE_DIR"
+STRIPPED_KEY_HINT = ("; this ga was started by another ga's code, which gets no key variables: "
+                     "give the profile its key in config.yaml (api_key), or let {var} through "
+                     "with tools.env_keep: [{var}] there (all code the model runs then sees it)")
 
 
 @dataclass
@@ -325,7 +330,8 @@ def resolve_key(prof: Profile, path: str | None) -> str | None:
         key = os.environ.get(prof.api_key_env)
         if not key:
             raise ConfigError(path, f"models.{prof.name}.api_key_env",
-                              f"environment variable {prof.api_key_env} is not set")
+                              f"environment variable {prof.api_key_env} is not set"
+                              + stripped_key_hint(prof.api_key_env))
         return key
     if prof.base_url and not base_url_from_env(prof):
         return None
@@ -334,9 +340,16 @@ def resolve_key(prof: Profile, path: str | None) -> str | None:
     if key or prof.base_url:
         return key or None
     if path is None or ":" in prof.name:  # provider:model from -m or GA_MODEL
-        raise ConfigError(None, prof.name, f"no API key: set the environment variable {env}")
+        raise ConfigError(None, prof.name, f"no API key: set the environment variable {env}"
+                          + stripped_key_hint(env))
     raise ConfigError(path, f"models.{prof.name}",
-                      f"no API key: set the environment variable {env}, or api_key_env")
+                      f"no API key: set the environment variable {env}, or api_key_env"
+                      + stripped_key_hint(env))
+
+
+def stripped_key_hint(var: str) -> str:
+    """Why ``var`` may be missing in a ga started by a ga's code (keys are not passed on)."""
+    return STRIPPED_KEY_HINT.format(var=var) if os.environ.get(RUNTIME_CHILD_VAR) else ""
 
 
 def base_url_from_env(prof: Profile) -> bool:

@@ -316,3 +316,26 @@ def test_a_key_with_a_quote_or_backslash_is_masked_in_the_journal_and_exports(ho
     assert main(["sessions", "export", journal.stem]) == 0
     out = capsys.readouterr().out
     assert "remember ***" in out and escaped not in out and QUOTED_KEY not in out
+
+
+def test_a_ga_started_by_ga_code_says_where_its_stripped_key_must_come_from(home, tmp_path,
+                                                                           monkeypatch, capsys):
+    import sys
+
+    from tools.procs import TIE_ENV
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    monkeypatch.setenv("MY_LLM_KEY", "k" * 20)  # the outer ga has it; its children do not
+    (home / "config.yaml").write_text(yaml.safe_dump({"models": {"real": {
+        "provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+        "api_key_env": "MY_LLM_KEY"}}}))
+    child = f"{sys.executable} {root / 'ga.py'} -m real 'say hi'; echo exit=$? tied=${TIE_ENV}"
+    model = script(tmp_path, [{"tool_calls": [{"name": "code_run", "args": {
+        "type": "bash", "script": child}}]}, {"text": "done"}])
+    assert main(["-m", model, "start a subagent"]) == 0
+    (journal,) = (home / "sessions").glob("*.jsonl")
+    events = [json.loads(line) for line in journal.read_text().splitlines()]
+    out = next(e["data"]["stdout"] for e in events if e["type"] == "tool_result")
+    assert "environment variable MY_LLM_KEY is not set" in out and "exit=2 tied=/" in out
+    assert "started by another ga" in out and "api_key" in out and "tools.env_keep" in out
