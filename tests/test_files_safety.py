@@ -22,6 +22,7 @@ from tools.files import file_patch, file_read, file_write, suggest_paths
 HANG_GUARD_SECONDS = 5  # a call still running after this is blocked (the test then fails)
 READ_PEAK_BYTES = 3 << 20  # file_read of a big file must stay under this (traced)
 BIG_FILE_LINES = 300_000  # ~20 MB of text
+APPEND_FILE_BYTES = 64 << 20  # file_write append to a file this big stays under the read peak
 WRITERS = 12
 REPO = Path(__file__).resolve().parent.parent
 
@@ -121,6 +122,23 @@ def traced_peak(fn) -> tuple[object, int]:
         return result, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def test_append_and_prepend_hold_only_the_head_they_sniff_and_keep_crlf(tmp_path):
+    path = tmp_path / "huge.log"
+    with open(path, "wb") as f:
+        f.write(b"first\r\n")
+        f.truncate(APPEND_FILE_BYTES)  # sparse: big to read, free to store
+    result, peak = traced_peak(lambda: file_write(path, "tail line\n", mode="append"))
+    assert result["status"] == "success" and peak < READ_PEAK_BYTES
+    assert path.stat().st_size == APPEND_FILE_BYTES + len(b"tail line\r\n")
+    with open(path, "rb") as f:
+        f.seek(APPEND_FILE_BYTES)
+        assert f.read() == b"tail line\r\n"
+    result, peak = traced_peak(lambda: file_write(path, "top\n", mode="prepend"))
+    assert result["status"] == "success" and peak < READ_PEAK_BYTES
+    with open(path, "rb") as f:
+        assert f.read(12) == b"top\r\nfirst\r\n"
 
 
 def test_file_read_holds_only_what_it_shows(big_log):

@@ -14,6 +14,7 @@ from tools import ToolError, lines, nearmatch
 from tools.code_run import fenced_blocks
 from tools.fsutil import atomic_write, file_lock, open_regular
 
+KEEP_OLD = {"overwrite": "", "append": "before", "prepend": "after"}  # atomic_write's keep
 MAX_LINE_CHARS = 2_000  # longer lines are cut in file_read
 READ_MAX_CHARS = 15_000  # file_read shows whole lines up to about this much text
 KEYWORD_LINES_BEFORE = 3  # a keyword window starts this many lines before the match
@@ -231,13 +232,13 @@ def file_write(
     if refs_base is not None:
         content = expand_file_refs(content, Path(refs_base))
     text = content.replace("\r\n", "\n")
-    with file_lock(path):
-        old = _read_existing(path, NEWLINE_SNIFF_BYTES if mode == "overwrite" else -1)
-        if _is_crlf(old[:NEWLINE_SNIFF_BYTES].decode("utf-8", errors="replace")):
+    with file_lock(path):  # the old content is copied by atomic_write, never held here
+        head = _read_existing(path, NEWLINE_SNIFF_BYTES)
+        if _is_crlf(head.decode("utf-8", errors="replace")):
             text = text.replace("\n", "\r\n")
         data = _encode(text)
         note = _hard_link_note(path)
-        atomic_write(path, {"overwrite": data, "append": old + data, "prepend": data + old}[mode])
+        atomic_write(path, data, keep=KEEP_OLD[mode])
     result = {
         "status": "success", "path": str(path), "mode": mode,
         "bytes": len(data), "lines": _count_lines(text), **note,

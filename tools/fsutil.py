@@ -21,6 +21,7 @@ import errno
 import os
 import re
 import secrets
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +42,7 @@ TEMP_NAME_RE = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")  # ``.NAME.RANDOM.tmp``,
 WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 # os.replace onto a bind-mounted single file: the mount point is busy, or another device
 IN_PLACE_ERRNOS = (errno.EBUSY, errno.EXDEV)
+COPY_CHUNK_BYTES = 1 << 20  # an append or prepend copies the old content this much at a time
 _KINDS = (
     (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -150,8 +152,11 @@ def _create_temp(target: Path) -> tuple[int, Path]:
     raise FileExistsError(errno.EEXIST, "no free temp file name beside", str(target))
 
 
-def atomic_write(path: str | Path, data: str | bytes, encoding: str = "utf-8") -> None:
-    """Write ``data`` to ``path`` via a temp file beside its real target and ``os.replace``.
+def atomic_write(path: str | Path, data: str | bytes, encoding: str = "utf-8",
+                 keep: str = "") -> None:
+    """Write ``data`` to ``path`` via a temp file beside its real target and ``os.replace``;
+    ``keep="before"`` puts the file's old content before ``data`` (an append), ``"after"``
+    after it (a prepend), copied in chunks: bounded memory for any file size.
 
     Missing folders are created as ``ensure_folder`` allows. A crash leaves either the old
     file or the new one. Symlinks, permission bits, the umask, read-only files and hard
@@ -161,21 +166,25 @@ def atomic_write(path: str | Path, data: str | bytes, encoding: str = "utf-8") -
     old = _writable_target(path, target)
     raw = data.encode(encoding) if isinstance(data, str) else data
     try:
-        _replace(target, raw, old)
+        _replace(target, raw, old, keep)
     except OSError as e:
         if old is not None and e.errno in IN_PLACE_ERRNOS:
-            _write_in_place(target, raw)
+            _write_in_place(target, raw, keep)
         elif e.filename is not None and not isinstance(e, ToolError):
             raise OSError(e.errno, e.strerror, str(path)) from None  # not the temp file's name
         else:
             raise
 
 
-def _replace(target: Path, raw: bytes, old: os.stat_result | None) -> None:
+def _replace(target: Path, raw: bytes, old: os.stat_result | None, keep: str) -> None:
     fd, tmp = _create_temp(target)
     try:
         with os.fdopen(fd, "wb") as f:
+            if keep == "before" and old is not None:
+                _copy_content(target, f)
             f.write(raw)
+            if keep == "after" and old is not None:
+                _copy_content(target, f)
             f.flush()
             os.fsync(f.fileno())
         if old is not None:
@@ -186,10 +195,20 @@ def _replace(target: Path, raw: bytes, old: os.stat_result | None) -> None:
         raise
 
 
-def _write_in_place(target: Path, raw: bytes) -> None:
-    """Overwrite ``target``'s content in its own inode (not atomic: the one way to change a
+def _copy_content(source: Path, out: BinaryIO) -> None:
+    with open_regular(source) as f:
+        shutil.copyfileobj(f, out, COPY_CHUNK_BYTES)
+
+
+def _write_in_place(target: Path, raw: bytes, keep: str = "") -> None:
+    """Change ``target``'s content in its own inode (not atomic: the one way to change a
     file that is a mount point)."""
     with open(target, "r+b") as f:
+        if keep == "before":
+            f.seek(0, os.SEEK_END)
+        elif keep == "after":
+            raw += f.read()
+            f.seek(0)
         f.write(raw)
         f.truncate()
         f.flush()
