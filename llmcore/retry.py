@@ -52,7 +52,7 @@ HINTS = {
 class StreamFailure(Exception):
     """An error reported inside a successful (HTTP 200) stream."""
 
-    def __init__(self, kind: str | None, message: str):
+    def __init__(self, kind: str | int | None, message: str):
         self.kind = kind
         self.message = message
         super().__init__(f"{kind or 'error'}: {message}")
@@ -195,8 +195,15 @@ def _status_hint(status: int, url: str | None) -> str:
     return HINTS["404"]
 
 
-def _from_kind(kind: str | None, message: str, in_stream: bool) -> Failure:
-    status: int | str | None = ERROR_TYPES.get(kind or "")
+def error_status(kind: str | int | None) -> int | None:
+    """The HTTP status an error body's type or code means: a known type, or the status
+    itself (OpenRouter sends ``{"code": 429}`` inside a 200 stream)."""
+    name = str(kind or "")
+    return ERROR_TYPES.get(name) or (int(name) if name.isdigit() else None)
+
+
+def _from_kind(kind: str | int | None, message: str, in_stream: bool) -> Failure:
+    status: int | str | None = error_status(kind)
     if status is None:
         status = 529 if _OVERLOAD_RE.search(message) else (kind or "stream error")
     retryable = isinstance(status, int) and (status in RETRY_STATUS or status >= 500)

@@ -40,7 +40,8 @@ class Reply:
     status: int | None = None
     retry_after: str | None = None
     message: str = "injected failure"
-    body: dict | None = None  # an error answer's whole body (default: the API's error shape)
+    body: dict | None = None  # an error answer's whole body, or an error event's data
+    # (default: the API's error shape)
     error_type: str | None = None
     drop_after: int | None = None  # close the connection after this many events
     stall_after: int | None = None  # go silent after this many events …
@@ -250,6 +251,9 @@ def error_body(path: str, status: int, r: Reply) -> dict:
 
 def stream_error(path: str, r: Reply) -> Event:
     kind = r.error_type or "overloaded_error"
+    name = None if path == "/v1/chat/completions" else "error"
+    if r.body is not None:
+        return name, r.body
     if path == "/v1/messages":
         return "error", {"type": "error", "error": {"type": kind, "message": r.message}}
     if path == "/v1/responses":

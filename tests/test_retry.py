@@ -100,6 +100,39 @@ def test_error_event_in_200_stream_is_retried_before_output(home, llm_server, ki
     assert resp.content == "ok" and client.events[0]["status"] == 529
 
 
+def numeric_error_event(kind: str, code: int, message: str) -> dict:
+    """An error event whose code is an HTTP status (OpenRouter's form), in each API's shape."""
+    if kind == "openai":
+        return {"error": {"code": code, "message": message}}
+    if kind == "anthropic":
+        return {"type": "error", "error": {"code": code, "message": message}}
+    return {"type": "error", "code": code, "message": message, "param": None,
+            "sequence_number": 0}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("code", [429, 502])
+def test_error_event_with_a_numeric_code_is_retried_like_that_status(home, llm_server, kind,
+                                                                     code):
+    client = client_for(home, llm_server, provider=kind)
+    body = numeric_error_event(kind, code, "Rate limit exceeded")
+    llm_server.queue(Reply(text="xx", error_after=0, body=body), Reply(text="ok"))
+    _, resp = run_chat(client, GO)
+    assert resp.content == "ok" and len(llm_server.requests) == 2
+    assert client.events[0]["status"] == code
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_error_event_with_code_401_fails_as_authentication(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind)
+    body = numeric_error_event(kind, 401, "No auth credentials found")
+    llm_server.queue(Reply(text="xx", error_after=0, body=body), Reply(text="never"))
+    with pytest.raises(llmcore.LLMError) as err:
+        run_chat(client, GO)
+    assert err.value.status == 401 and "authentication failed" in str(err.value)
+    assert len(llm_server.requests) == 1
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_error_event_after_output_ends_the_reply_as_error(home, llm_server, kind):
     client = client_for(home, llm_server, provider=kind)
