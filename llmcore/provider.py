@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -19,11 +18,11 @@ from typing import Any, Callable, Iterator
 from .base import LLMResponse, Usage
 from .config import Profile
 from .history import CHARS_PER_TOKEN, history_chars, message_chars
-from .retry import ERROR_TYPES, HINTS, BadResponse, StreamFailure, body_error, snippet
+from .retry import HINTS, BadResponse, StreamFailure, body_error, error_status, snippet
 
 log = logging.getLogger("ga.llm")
 REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5")
-NOT_A_STREAM = re.compile(r"html|json", re.I)  # content types that cannot be an event stream
+EVENT_STREAM = "text/event-stream"  # the one content type a streamed answer may have
 RECUT_SECONDS = 0.1  # after the deadline, try to cut the stream again this often
 BODY_PEEK_BYTES = 65536  # of an answer that is no event stream, read to report it
 NO_KEY = "no-key"  # the SDKs need a string where no key is sent; plainly not a key
@@ -59,8 +58,9 @@ def close_stream(stream: Any) -> None:
 
 class Events:
     """An SDK stream's events. A 200 answer that is no event stream (an HTML page, a proxy's
-    JSON) or an event that is not JSON raises ``BadResponse`` naming the URL and what came
-    back; an error object in a JSON answer is a ``StreamFailure``."""
+    text or JSON: any content type named but ``text/event-stream``) or an event that is not
+    JSON raises ``BadResponse`` naming the URL and what came back; an error object in a JSON
+    answer is a ``StreamFailure``."""
 
     def __init__(self, stream: Any):
         self.stream = stream
@@ -69,9 +69,9 @@ class Events:
 
     def __iter__(self) -> Iterator[Any]:
         headers = getattr(self.response, "headers", None) or {}
-        ctype = headers.get("content-type", "")
-        if NOT_A_STREAM.search(ctype):
-            raise self._not_a_stream(ctype.split(";")[0])
+        ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype and ctype != EVENT_STREAM:
+            raise self._not_a_stream(ctype)
         try:
             yield from self.stream
         except json.JSONDecodeError as e:
@@ -87,7 +87,7 @@ class Events:
                 kind, message = body_error(json.loads(text))
             except json.JSONDecodeError:
                 log.debug("a JSON answer that is not JSON")
-        if kind in ERROR_TYPES:  # an API error sent with status 200
+        if error_status(kind) is not None:  # an API error sent with status 200
             return StreamFailure(kind, message)
         return BadResponse("bad response", self.url, f"answered 200 {ctype}, not an event "
                            f"stream: {message or snippet(text)}", HINTS["bad_response"])

@@ -23,7 +23,8 @@ from genutil import drain
 
 Event = tuple[str | None, Any]  # (SSE event name, data: dict or raw str)
 BAD_EVENT = "{not json"
-HTML_PAGE = ("<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1>"
+HTML_PAGE = ("text/html",
+             "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1>"
              "<hr><center>nginx</center></body></html>")
 SHUTDOWN_POLL_SECONDS = 0.01  # serve_forever notices shutdown() this fast (default 0.5 s)
 
@@ -50,7 +51,7 @@ class Reply:
     bad_event_after: int | None = None  # send an event that is not JSON after this many events
     end_after: int | None = None  # end the stream cleanly (no [DONE]) after this many events
     drip: float = 0.0  # send the stream one byte at a time, this many seconds apart
-    html: bool = False  # answer 200 with an HTML page (a proxy's error), not the API
+    page: tuple[str, str] | None = None  # answer 200 with (content type, text), not the API
     repeat_name: bool = False  # tool-call chunks repeat function.name (llama.cpp's server)
     no_usage: bool = False  # the stream carries no usage (llama.cpp's server)
     raw: bytes | None = None  # a recorded HTTP response, sent byte for byte (golden streams)
@@ -290,8 +291,8 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.status:
             headers = {"Retry-After": reply.retry_after} if reply.retry_after else {}
             return self._json(reply.status, error_body(self.path, reply.status, reply), headers)
-        if reply.html:
-            return self._raw(200, "text/html", HTML_PAGE)
+        if reply.page:
+            return self._raw(200, *reply.page)
         events, as_json = ROUTES[self.path]
         model = body.get("model", "test-model")
         if not body.get("stream"):

@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from llm_server import KINDS, Reply, llm_server, write_config
+from llm_server import HTML_PAGE, KINDS, Reply, llm_server, write_config
 
 from frontends.cli import main
 from frontends.console import LiveRenderer
@@ -69,7 +69,7 @@ def test_a_config_file_key_never_reaches_the_session_journal(home, llm_server, c
     assert "I found the key" in journal and key not in journal
 
 
-@pytest.mark.parametrize("fault", [{"html": True}, {"bad_event_after": 0}])
+@pytest.mark.parametrize("fault", [{"page": HTML_PAGE}, {"bad_event_after": 0}])
 def test_a_200_that_is_no_api_stream_fails_with_one_clear_line(home, llm_server, fault,
                                                                 capsys):
     cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m",

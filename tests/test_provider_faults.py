@@ -10,6 +10,7 @@ import socket
 import pytest
 from llm_server import (
     GO,
+    HTML_PAGE,
     KIND_PATHS,
     KINDS,
     Reply,
@@ -76,11 +77,32 @@ def test_an_event_that_is_not_json_fails_naming_provider_url_and_data(home, llm_
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_html_page_with_status_200_fails_saying_what_came_back(home, llm_server, kind):
-    err = fail_twice(home, llm_server, kind, Reply(html=True))
+    err = fail_twice(home, llm_server, kind, Reply(page=HTML_PAGE))
     text = str(err)
     assert text.startswith(f"p [{kind}]: bad response: ")
     assert "text/html" in text and "502 Bad Gateway" in text
     assert url_of(llm_server, kind) in text and "empty" not in text
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_plain_text_answer_with_status_200_fails_saying_what_came_back(home, llm_server, kind):
+    said = "upstream connect error or disconnect/reset before headers. reset reason: overflow"
+    err = fail_twice(home, llm_server, kind, Reply(page=("text/plain", said)))
+    text = str(err)
+    assert text.startswith(f"p [{kind}]: bad response: ")
+    assert "text/plain" in text and said in text and url_of(llm_server, kind) in text
+    assert "context size" not in text
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_json_answer_with_status_200_and_an_error_code_is_that_status(home, llm_server, kind):
+    body = json.dumps({"error": {"code": 401, "message": "No auth credentials found"}})
+    client = client_for(home, llm_server, provider=kind)
+    llm_server.queue(Reply(page=("application/json", body)), Reply(text="never"))
+    with pytest.raises(llmcore.LLMError) as err:
+        run_chat(client, GO)
+    assert err.value.status == 401 and "No auth credentials found" in str(err.value)
+    assert len(llm_server.requests) == 1
 
 
 # ----- dropped streams ------------------------------------------------------------------
