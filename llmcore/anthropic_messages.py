@@ -25,6 +25,8 @@ from .retry import BadResponse, StreamFailure
 
 STOP = {"stop_sequence": "end_turn", "model_context_window_exceeded": "max_tokens",
         "pause_turn": "end_turn"}
+DELTA_FIELDS = {"thinking_delta": "thinking", "signature_delta": "signature",
+                "input_json_delta": "json"}  # the block field each delta adds to
 EFFORT = {"minimal": "low"}  # our reasoning_effort values → Anthropic effort levels
 CACHE = {"type": "ephemeral"}
 PATH = "/v1/messages"
@@ -89,7 +91,7 @@ class AnthropicMessages:
                                          stream=True,
                                          stream_cls=anthropic.Stream[RawMessageStreamEvent])
         events = Events(self._current)
-        state = _State()
+        state = _State(events)
         try:
             for event in events:
                 yield from state.handle(event, resp, req)
@@ -117,7 +119,8 @@ def _thinking(prof: Any) -> dict | None:
 class _State:
     """Assembles content blocks from raw stream events."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: Events) -> None:
+        self.events = events
         self.blocks: dict[int, dict] = {}
         self.stopped = False
         self.usage = Usage()
@@ -132,13 +135,23 @@ class _State:
         elif kind == "content_block_start":
             self.blocks[ev.index] = _start_block(ev.content_block, req)
         elif kind == "content_block_delta":
-            yield from _delta(self.blocks[ev.index], ev.delta)
+            yield from _delta(self._block(ev.index, ev.delta.type), ev.delta)
         elif kind == "message_delta":
             stop = ev.delta.stop_reason or "end_turn"
             resp.stop_reason = STOP.get(stop, stop)
             resp.usage.output = ev.usage.output_tokens or resp.usage.output
         elif kind == "message_stop":
             self.stopped = True
+
+    def _block(self, index: int, delta: str) -> dict:
+        """The started block a delta adds to; a delta that has none is a malformed stream."""
+        block = self.blocks.get(index)
+        if block is None:
+            raise self.events.malformed(f"a content_block_delta for block {index}, "
+                                        "which never started")
+        if DELTA_FIELDS.get(delta, "type") not in block:
+            raise self.events.malformed(f"a {delta} for a {block['type']} block")
+        return block
 
 
 def _start_block(block: Any, req: Request) -> dict:

@@ -92,6 +92,11 @@ class Events:
         return BadResponse("bad response", self.url, f"answered 200 {ctype}, not an event "
                            f"stream: {message or snippet(text)}", HINTS["bad_response"])
 
+    def malformed(self, what: str) -> BadResponse:
+        """An event out of the API's order (a delta for a block never started)."""
+        return BadResponse("bad response", self.url, f"a malformed stream: {what}",
+                           HINTS["bad_response"])
+
     def dropped(self, missing: str) -> BadResponse:
         """The stream ended without ``missing``: the server dropped it."""
         return BadResponse("dropped stream", self.url, f"the stream ended without {missing}",

@@ -50,6 +50,7 @@ class Reply:
     error_after: int | None = None  # send an in-stream error event after this many events
     bad_event_after: int | None = None  # send an event that is not JSON after this many events
     end_after: int | None = None  # end the stream cleanly (no [DONE]) after this many events
+    omit: str = ""  # leave out every event of this name (a malformed stream)
     drip: float = 0.0  # send the stream one byte at a time, this many seconds apart
     page: tuple[str, str] | None = None  # answer 200 with (content type, text), not the API
     repeat_name: bool = False  # tool-call chunks repeat function.name (llama.cpp's server)
@@ -297,7 +298,7 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model", "test-model")
         if not body.get("stream"):
             return self._json(200, as_json(reply, model))
-        self._stream(list(events(reply, model)), reply)
+        self._stream([e for e in events(reply, model) if e[0] != reply.omit], reply)
 
     def _replay(self, raw: bytes, linger: float) -> None:
         """Send a recorded response (status line, headers, framing and body) as it was."""

@@ -14,6 +14,7 @@ from llm_server import (
     KIND_PATHS,
     KINDS,
     Reply,
+    anthropic_events,
     client_for,
     llm_server,
     run_chat,
@@ -103,6 +104,26 @@ def test_a_json_answer_with_status_200_and_an_error_code_is_that_status(home, ll
         run_chat(client, GO)
     assert err.value.status == 401 and "No auth credentials found" in str(err.value)
     assert len(llm_server.requests) == 1
+
+
+def test_an_anthropic_delta_before_its_block_start_fails_as_a_bad_response(home, llm_server):
+    err = fail_twice(home, llm_server, "anthropic", Reply(text="hello",
+                                                          omit="content_block_start"))
+    text = str(err)
+    assert text.startswith("p [anthropic]: bad response: ")
+    assert "content_block_delta" in text and url_of(llm_server, "anthropic") in text
+
+
+def test_an_anthropic_delta_of_another_block_kind_fails_as_a_bad_response(home, llm_server):
+    events = list(anthropic_events(Reply(thinking="hmm"), "m"))
+    events[2] = ("content_block_start", {"type": "content_block_start", "index": 0,
+                                         "content_block": {"type": "text", "text": ""}})
+    body = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
+    raw = (f"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+           f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}").encode()
+    err = fail_twice(home, llm_server, "anthropic", Reply(raw=raw))
+    assert str(err).startswith("p [anthropic]: bad response: ")
+    assert "a thinking_delta for a text block" in str(err)
 
 
 # ----- dropped streams ------------------------------------------------------------------
