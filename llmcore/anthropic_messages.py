@@ -29,6 +29,7 @@ DELTA_FIELDS = {"thinking_delta": "thinking", "signature_delta": "signature",
                 "input_json_delta": "json"}  # the block field each delta adds to
 EFFORT = {"minimal": "low"}  # our reasoning_effort values → Anthropic effort levels
 CACHE = {"type": "ephemeral"}
+UNMARKABLE = ("thinking", "redacted_thinking")  # blocks the API takes no cache_control on
 PATH = "/v1/messages"
 
 
@@ -180,8 +181,9 @@ def _delta(block: dict, delta: Any) -> Iterator[str]:
 def cache_point(messages: list[dict]) -> tuple[int, int] | None:
     """(message, wire block) for the history's cache marker: the last tool result of the
     newest user message (its text, the working memory, changes next turn), else the last
-    block of the message before it. A later request repeats everything up to it, so the
-    cache written here is read back then."""
+    block of the message before it that can carry one (no thinking block can): none if no
+    block can. A later request repeats everything up to it, so the cache written here is
+    read back then."""
     if not messages:
         return None
     i = len(messages) - 1
@@ -189,9 +191,10 @@ def cache_point(messages: list[dict]) -> tuple[int, int] | None:
     results = [n for n, b in enumerate(blocks) if b["type"] == "tool_result"]
     if messages[i]["role"] == "user" and results:
         return i, results[-1]
-    if i == 0 or not _blocks(messages[i - 1]):
+    if i == 0:
         return None
-    return i - 1, len(_blocks(messages[i - 1])) - 1
+    marks = [n for n, b in enumerate(_blocks(messages[i - 1])) if b["type"] not in UNMARKABLE]
+    return (i - 1, marks[-1]) if marks else None
 
 
 def _blocks(m: dict) -> list[dict]:

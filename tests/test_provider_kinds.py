@@ -154,6 +154,16 @@ def test_anthropic_cache_markers_thinking_and_effort(home, llm_server):
     assert body["output_config"] == {"effort": "high"}
 
 
+def test_anthropic_cache_marker_never_lands_on_a_thinking_block(home, llm_server):
+    client = client_for(home, llm_server, provider="anthropic", thinking="enabled")
+    llm_server.queue(Reply(thinking="only thoughts"), Reply(text="two"))
+    run_chat(client, [{"role": "user", "content": "u1"}])
+    run_chat(client, [{"role": "user", "content": "u2"}])
+    reply = llm_server.bodies()[-1]["messages"][1]
+    assert [b["type"] for b in reply["content"]] == ["thinking"]  # it went back, unmarked
+    assert "cache_control" not in reply["content"][0]
+
+
 def test_anthropic_thinking_signature_round_trips(home, llm_server):
     client = client_for(home, llm_server, provider="anthropic", thinking="adaptive")
     llm_server.queue(Reply(text="a", thinking="hmm"), Reply(text="b"))
