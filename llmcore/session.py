@@ -66,6 +66,7 @@ class LLMSession:
         self.history: list[dict] = []
         self.system: str | None = None
         self.total_usage = Usage()
+        self._lost = Usage()  # this turn's attempts that broke after output and were retried
         # retries and failover switches; a listener shows them, else they are logged here
         self.on_event: Callable[[dict], Any] | None = None
         self._abort = threading.Event()
@@ -178,12 +179,14 @@ class LLMSession:
         self._maybe_spring_back()
         self.history = retire_working_memory([*self.history, *new])
         self.log.request(f"{self.name} ({self.model})", system, new)
+        self._lost = Usage()
         try:
             resp = yield from self._chat_members(tools)
         except LLMError as err:
             self.log.note(f"error: {err}")
             self._drop_unanswered()
             raise
+        resp.usage.add(self._lost)  # their tokens were spent too (--max-tokens counts them)
         self.total_usage.add(resp.usage)
         self.log.response(resp)
         self.history.append(self._assistant_blocks(resp))
@@ -317,11 +320,15 @@ class LLMSession:
             fail.url = fail.url or str(provider.client.base_url)
             if not isinstance(fail.status, int):  # below HTTP: the connection may be dead
                 self._drop_provider(req.profile.name)
-            if emitted and (fail.in_stream or req.tool_started):
+            if not emitted:
+                raise ProviderFailure(fail) from None
+            resp.usage = estimate_usage(req, resp, self._size)  # output made is paid for
+            if fail.in_stream or req.tool_started:
                 log.warning("%s: stream broke after output: %s", self.name, fail.message)
                 resp.tool_calls = []
                 resp.stop_reason = "error"
                 return resp
+            self._lost.add(resp.usage)
             raise ProviderFailure(fail) from None
         if self._abort.is_set():
             raise Aborted(resp)

@@ -179,6 +179,27 @@ def test_reported_usage_is_not_marked_estimated(home, llm_server):
     assert (resp.usage.input, resp.usage.output, resp.usage.estimated) == (7, 3, False)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_attempt_that_broke_after_output_is_counted_in_the_turns_usage(home, llm_server,
+                                                                          kind):
+    client = client_for(home, llm_server, provider=kind)
+    llm_server.queue(Reply(text="x" * 400, drop_after=51), Reply(text="ok", usage=(7, 0, 3)))
+    _, resp = run_chat(client, GO)
+    assert resp.content == "ok" and len(llm_server.requests) == 2
+    assert resp.usage.estimated and resp.usage.input > 7 and resp.usage.output >= 3 + 60
+    assert client.total_usage.output == resp.usage.output
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_reply_cut_by_an_error_after_output_counts_its_usage(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind)
+    llm_server.queue(Reply(text="x" * 400, error_after=51))
+    _, resp = run_chat(client, GO)
+    assert resp.stop_reason == "error" and len(llm_server.requests) == 1
+    assert resp.usage.estimated and resp.usage.input > 0 and resp.usage.output >= 60
+    assert client.total_usage.output == resp.usage.output
+
+
 # ----- error details, URLs, hints, the session log -----------------------------------------
 @pytest.mark.parametrize(("kind", "api"), [("openai-responses", "Responses"),
                                            ("anthropic", "Messages")])
