@@ -11,6 +11,8 @@ import json
 import re
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any, Callable
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential_jitter
@@ -238,18 +240,37 @@ def _text(value: Any) -> str:
 
 
 def _retry_after(response: Any) -> float | None:
+    """Seconds the server asks to wait: ``retry-after-ms``, else ``Retry-After`` as seconds
+    or as an HTTP date."""
     headers = getattr(response, "headers", None)
     if headers is None:
         return None
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return float(value) / scale
-        except ValueError:
-            continue
-    return None
+    ms = _number(headers.get("retry-after-ms"))
+    if ms is not None:
+        return ms / 1000
+    value = headers.get("retry-after")
+    seconds = _number(value)
+    return seconds if seconds is not None else _until(value)
+
+
+def _number(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _until(value: str | None) -> float | None:
+    """Seconds from now to an HTTP date, 0 for a date past; None if it is no date."""
+    if value is None:
+        return None
+    try:
+        when = parsedate_to_datetime(value)
+    except ValueError:
+        return None
+    if when.tzinfo is None:  # "-0000": UTC
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
 def _short(exc: BaseException) -> str:

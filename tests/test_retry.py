@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
 
 import pytest
 from llm_server import GO, KIND_PATHS, KINDS, Reply, client_for, llm_server, run_chat
@@ -30,6 +32,24 @@ def test_retry_after_is_honoured(home, llm_server, kind):
     llm_server.queue(Reply(status=429, retry_after="0.05"), Reply(text="ok"))
     _, resp = run_chat(client, GO)
     assert resp.content == "ok" and client.events[0]["wait"] == pytest.approx(0.05)
+
+
+def test_retry_after_as_a_past_http_date_retries_at_once(home, llm_server):
+    client = client_for(home, llm_server, provider="openai", backoff_base=5)
+    llm_server.queue(Reply(status=503, retry_after="Wed, 21 Oct 2015 07:28:00 GMT"),
+                     Reply(text="ok"))
+    _, resp = run_chat(client, GO)
+    assert resp.content == "ok" and client.events[0]["wait"] == 0
+
+
+def test_retry_after_as_an_http_date_above_cap_fails_fast_with_reason(home, llm_server):
+    client = client_for(home, llm_server, provider="openai", retry_after_cap=5)
+    later = format_datetime(datetime.now(timezone.utc) + timedelta(hours=1), usegmt=True)
+    llm_server.queue(Reply(status=429, retry_after=later), Reply(text="never"))
+    with pytest.raises(llmcore.LLMError) as err:
+        run_chat(client, GO)
+    assert err.value.status == 429 and "above the 5s cap" in str(err.value)
+    assert len(llm_server.requests) == 1
 
 
 def test_retry_after_above_cap_fails_fast_with_reason(home, llm_server):
