@@ -12,7 +12,7 @@ import json
 import logging
 import socket
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from .base import LLMResponse, Usage
@@ -37,7 +37,6 @@ class Request:
     tools: list[dict] | None
     profile: Profile
     tool_started: bool = False  # set by the provider once a tool-call piece has arrived
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def close_stream(stream: Any) -> None:
