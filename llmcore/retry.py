@@ -289,9 +289,10 @@ class TurnBudget:
 
 
 def retrying(*, max_retries: int, backoff_base: float, backoff_max: float,
-             retry_after_cap: float, abort: threading.Event, budget: TurnBudget,
+             abort: threading.Event, budget: TurnBudget,
              before_sleep: Callable[[RetryCallState], None]) -> Retrying:
-    """The tenacity policy: retryable ``ProviderFailure`` only, abort-aware sleeps."""
+    """The tenacity policy: retryable ``ProviderFailure`` only, abort-aware sleeps. A
+    server's ``Retry-After`` is waited as given: ``classify`` made one above the cap final."""
     backoff = wait_exponential_jitter(multiplier=backoff_base, max=backoff_max,
                                       jitter=backoff_base / 2)
 
@@ -299,7 +300,7 @@ def retrying(*, max_retries: int, backoff_base: float, backoff_max: float,
         exc = state.outcome.exception() if state.outcome else None
         after = exc.failure.retry_after if isinstance(exc, ProviderFailure) else None
         if after is not None:
-            return min(after, retry_after_cap)
+            return after
         return backoff(state)
 
     def stop(state: RetryCallState) -> bool:

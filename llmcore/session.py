@@ -251,8 +251,8 @@ class LLMSession:
                       forced: bool) -> ChatStream:
         prof = self.profile
         policy = retrying(max_retries=prof.max_retries, backoff_base=prof.backoff_base,
-                          backoff_max=prof.backoff_max, retry_after_cap=prof.retry_after_cap,
-                          abort=self._abort, budget=budget, before_sleep=self._on_retry)
+                          backoff_max=prof.backoff_max, abort=self._abort, budget=budget,
+                          before_sleep=self._on_retry)
         for attempt in policy:
             with attempt:
                 if self._abort.is_set():
