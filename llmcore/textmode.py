@@ -29,17 +29,18 @@ PROTOCOL = (
 )
 REMINDER = ('(Tools as listed in the task\'s message: {names}. Call one with <tool_use>{{"name": '
             '"TOOL_NAME", "arguments": {{...}}}}</tool_use>.)')
-_TAG_RE = re.compile(r"<(tool_use|tool_call)>\s*(.*?)\s*(?:</\1>|\Z)", re.S)
+_TAG_RE = re.compile(r"<(tool_use|tool_call)>\s*[{\[]")  # a tag that opens a call
 # a fenced code block (```/~~~ to its closing fence or the end), an inline code span (a run
 # of backticks to the same run on its line), a <pre> element (to </pre> or the end), an
 # indented code block (lines indented by 4 spaces or a tab, after a blank line or at the
-# start) or a tag: calls the model only quotes as code are not run
+# start) or a tag that opens a JSON body (one only named in prose is no call): calls the
+# model only quotes as code are not run
 _CODE_OR_TAG_RE = re.compile(
     r"(?P<fence>^[ \t]*(?P<tick>`{3,}|~{3,})[^\n]*(?:\n.*?^[ \t]*(?P=tick)[`~]*[ \t]*$|.*\Z))"
     r"|(?P<span>(?<!`)(?P<ticks>`+)(?!`)[^\n]+?(?<!`)(?P=ticks)(?!`))"
     r"|(?P<pre>(?i:<pre\b)[^>]*>.*?(?:(?i:</pre)\s*>|\Z))"
     r"|(?P<indented>(?:\A|^[ \t]*\n)(?:(?: {4}| {0,3}\t)[^\n]*(?:\n|\Z)(?:[ \t]*\n)*)+)"
-    r"|<(?P<kind>tool_use|tool_call)>\s*(?P<body>.*?)\s*(?:</(?P=kind)>|\Z)", re.S | re.M)
+    r"|<(?P<kind>tool_use|tool_call)>\s*(?P<body>[{\[].*?)\s*(?:</(?P=kind)>|\Z)", re.S | re.M)
 _ARRAY_START_RE = re.compile(r"\[\s*\{")
 MAX_ARRAY_TRIES = 20  # JSON arrays tried as a call list, so a long reply stays cheap
 _NAME_RE = re.compile(r'"name"\s*:\s*"([^"]+)"')

@@ -1,0 +1,47 @@
+"""Text tool mode: which parts of a reply are calls, through a real SDK and the local server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from llm_server import Reply, client_for, llm_server, run_chat, tool_schema
+
+__all__ = ["llm_server"]
+TOOLS = [tool_schema("file_write", path="string", content="string"),
+         tool_schema("code_run", script="string")]
+RUN = '<tool_use>{"name": "code_run", "arguments": {"script": "ls"}}</tool_use>'
+
+
+def reply_calls(home, server, text: str, stop: str | None = None) -> tuple[list, str]:
+    """The (name, arguments) pairs parsed from one text-mode reply, and its stop reason."""
+    client = client_for(home, server, provider="openai", tool_mode="text")
+    server.queue(Reply(text=text, stop=stop, chunk=4096))
+    _, resp = run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
+    return [(t.function.name, t.function.arguments) for t in resp.tool_calls], resp.stop_reason
+
+
+def parsed(calls: list) -> list:
+    return [(name, json.loads(args)) for name, args in calls]
+
+
+@pytest.mark.parametrize("reply", [
+    "All done. (A call would be written as a <tool_use> tag; none was needed.)",
+    "Use <tool_call> or <tool_use> tags to call tools.",
+    "<tool_use>\n  code_run with ls</tool_use>",
+])
+def test_a_tag_named_in_prose_is_no_call(home, llm_server, reply):
+    assert reply_calls(home, llm_server, reply) == ([], "end_turn")
+
+
+def test_a_call_after_a_tag_named_in_prose_runs(home, llm_server):
+    calls, _ = reply_calls(home, llm_server, f"I write a <tool_use> tag:\n{RUN}")
+    assert parsed(calls) == [("code_run", {"script": "ls"})]
+
+
+def test_a_call_cut_before_its_closing_tag_is_still_a_call(home, llm_server):
+    cut = '<tool_use>{"name": "file_write", "arguments": {"path": "a.txt", "content": "x'
+    calls, _ = reply_calls(home, llm_server, f"Writing.\n{cut}", stop="max_tokens")
+    assert [name for name, _ in calls] == ["file_write"]
+    with pytest.raises(json.JSONDecodeError):  # the model hears back that it is incomplete
+        json.loads(calls[0][1])
