@@ -33,14 +33,16 @@ _TAG_RE = re.compile(r"<(tool_use|tool_call)>\s*[{\[]")  # a tag that opens a ca
 # a fenced code block (```/~~~ to its closing fence or the end), an inline code span (a run
 # of backticks to the same run on its line), a <pre> element (to </pre> or the end), an
 # indented code block (lines indented by 4 spaces or a tab, after a blank line or at the
-# start) or a tag that opens a JSON body (one only named in prose is no call): calls the
-# model only quotes as code are not run
+# start) or the opening tag of a call, followed by its JSON (a tag only named in prose is no
+# call): calls the model only quotes as code are not run
 _CODE_OR_TAG_RE = re.compile(
     r"(?P<fence>^[ \t]*(?P<tick>`{3,}|~{3,})[^\n]*(?:\n.*?^[ \t]*(?P=tick)[`~]*[ \t]*$|.*\Z))"
     r"|(?P<span>(?<!`)(?P<ticks>`+)(?!`)[^\n]+?(?<!`)(?P=ticks)(?!`))"
     r"|(?P<pre>(?i:<pre\b)[^>]*>.*?(?:(?i:</pre)\s*>|\Z))"
     r"|(?P<indented>(?:\A|^[ \t]*\n)(?:(?: {4}| {0,3}\t)[^\n]*(?:\n|\Z)(?:[ \t]*\n)*)+)"
-    r"|<(?P<kind>tool_use|tool_call)>\s*(?P<body>[{\[].*?)\s*(?:</(?P=kind)>|\Z)", re.S | re.M)
+    r"|<(?P<kind>tool_use|tool_call)>\s*(?=[{\[])", re.S | re.M)
+_SPACE_RE = re.compile(r"\s*")
+_DECODER = json.JSONDecoder(strict=False)  # raw newlines in strings are common
 _ARRAY_START_RE = re.compile(r"\[\s*\{")
 MAX_ARRAY_TRIES = 20  # JSON arrays tried as a call list, so a long reply stays cheap
 _NAME_RE = re.compile(r'"name"\s*:\s*"([^"]+)"')
@@ -103,12 +105,36 @@ def parse_calls(reply: str, turn: int, tools: set[str] | frozenset[str] = frozen
     """Tool calls found in a reply: ``<tool_use>``/``<tool_call>`` tags outside code, else a
     JSON array outside code whose every element names one of ``tools``. A tagged call with
     invalid JSON keeps its raw arguments (the model hears back about it)."""
-    found = list(_CODE_OR_TAG_RE.finditer(reply))
-    bodies = [m.group("body") for m in found if m.group("kind")]
-    if bodies:
-        return [_one(body, f"call_t{turn}_{i}") for i, body in enumerate(bodies)]
-    code = [m.span() for m in found if not m.group("kind")]
-    return _from_array(reply, turn, tools, code)
+    calls: list[ToolCall] = []
+    code: list[tuple[int, int]] = []
+    pos = 0
+    while m := _CODE_OR_TAG_RE.search(reply, pos):
+        if m.group("kind"):
+            call, pos = _tagged(reply, m.end(), f"</{m.group('kind')}>",
+                                f"call_t{turn}_{len(calls)}")
+            calls.append(call)
+        else:
+            code.append(m.span())
+            pos = m.end()
+    return calls or _from_array(reply, turn, tools, code)
+
+
+def _tagged(reply: str, start: int, close: str, call_id: str) -> tuple[ToolCall, int]:
+    """The call whose JSON starts at ``start`` and where the reply goes on after it. The
+    JSON is read first, so ``close`` inside a string is text; when it is not valid or
+    something other than ``close`` (or the end of the reply) follows it, the call is its
+    raw text up to ``close``."""
+    try:
+        obj, end = _DECODER.raw_decode(reply, start)
+    except json.JSONDecodeError:
+        pass
+    else:
+        after = _SPACE_RE.match(reply, end).end()
+        if after == len(reply) or reply.startswith(close, after):
+            return _one(obj, reply[start:end], call_id), after + len(close)
+    stop = reply.find(close, start)
+    stop = len(reply) if stop < 0 else stop
+    return _one(None, reply[start:stop].rstrip(), call_id), stop + len(close)
 
 
 def _from_array(reply: str, turn: int, tools: set[str] | frozenset[str],
@@ -136,14 +162,13 @@ def _outside(found: Iterable[re.Match], spans: list[tuple[int, int]]) -> Iterato
             yield m.start()
 
 
-def _one(body: str, call_id: str) -> ToolCall:
-    try:
-        obj = json.loads(body, strict=False)
-    except json.JSONDecodeError:
-        name = _NAME_RE.search(body)
-        return ToolCall.make(call_id, name.group(1) if name else "bad_json", body)
+def _one(obj: object, raw: str, call_id: str) -> ToolCall:
+    """A tagged call from its decoded JSON, or from its raw text when that is not valid."""
+    if obj is None:
+        name = _NAME_RE.search(raw)
+        return ToolCall.make(call_id, name.group(1) if name else "bad_json", raw)
     if not isinstance(obj, dict) or "name" not in obj:
-        return ToolCall.make(call_id, "bad_json", body)
+        return ToolCall.make(call_id, "bad_json", raw)
     return _call(obj, call_id)
 
 

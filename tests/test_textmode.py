@@ -45,3 +45,22 @@ def test_a_call_cut_before_its_closing_tag_is_still_a_call(home, llm_server):
     assert [name for name, _ in calls] == ["file_write"]
     with pytest.raises(json.JSONDecodeError):  # the model hears back that it is incomplete
         json.loads(calls[0][1])
+
+
+def test_a_closing_tag_inside_a_json_string_does_not_end_the_call(home, llm_server):
+    write = {"path": "howto.md", "content": "use </tool_use> to end, </tool_call> too"}
+    text = (f'<tool_use>{json.dumps({"name": "file_write", "arguments": write})}</tool_use>\n'
+            f'<tool_call> {json.dumps({"name": "code_run", "arguments": {"script": "ls"}})}\n'
+            "</tool_call>")
+    calls, _ = reply_calls(home, llm_server, text)
+    assert parsed(calls) == [("file_write", write), ("code_run", {"script": "ls"})]
+
+
+def test_a_call_with_text_before_its_closing_tag_is_a_bad_call(home, llm_server):
+    text = ('<tool_use>{"name": "code_run", "arguments": {"script": "ls"}} oops</tool_use>'
+            f"\n{RUN}")
+    calls, _ = reply_calls(home, llm_server, text)
+    assert [name for name, _ in calls] == ["code_run", "code_run"]
+    assert json.loads(calls[1][1]) == {"script": "ls"}
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(calls[0][1])
