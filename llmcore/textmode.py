@@ -4,7 +4,8 @@ For models without function calling. The reply carries calls as
 ``<tool_use>{"name": ..., "arguments": {...}}</tool_use>`` (or ``<tool_call>``), or as a
 JSON array of such objects when every element names a known tool. What the model only
 quotes as code (a fenced block, an inline code span, a ``<pre>`` element or a block indented
-by four spaces after a blank line) is never a call, tag or array.
+by four spaces after a blank line) or drafts in reasoning written inline (``<think>`` or
+``<thinking>``) is never a call, tag or array.
 Results go back as ``<tool_result>`` text.
 """
 
@@ -30,13 +31,15 @@ PROTOCOL = (
 REMINDER = ('(Tools as listed in the task\'s message: {names}. Call one with <tool_use>{{"name": '
             '"TOOL_NAME", "arguments": {{...}}}}</tool_use>.)')
 _TAG_RE = re.compile(r"<(tool_use|tool_call)>\s*[{\[]")  # a tag that opens a call
-# a fenced code block (```/~~~ to its closing fence or the end), an inline code span (a run
-# of backticks to the same run on its line), a <pre> element (to </pre> or the end), an
+# reasoning written inline (<think> or <thinking> to its closing tag or the end), a fenced
+# code block (```/~~~ to its closing fence or the end), an inline code span (a run of
+# backticks to the same run on its line), a <pre> element (to </pre> or the end), an
 # indented code block (lines indented by 4 spaces or a tab, after a blank line or at the
 # start) or the opening tag of a call, followed by its JSON (a tag only named in prose is no
-# call): calls the model only quotes as code are not run
+# call): calls the model only drafts in its reasoning or quotes as code are not run
 _CODE_OR_TAG_RE = re.compile(
-    r"(?P<fence>^[ \t]*(?P<tick>`{3,}|~{3,})[^\n]*(?:\n.*?^[ \t]*(?P=tick)[`~]*[ \t]*$|.*\Z))"
+    r"(?P<reasoning><(?P<think>think(?:ing)?)>.*?(?:</(?P=think)>|\Z))"
+    r"|(?P<fence>^[ \t]*(?P<tick>`{3,}|~{3,})[^\n]*(?:\n.*?^[ \t]*(?P=tick)[`~]*[ \t]*$|.*\Z))"
     r"|(?P<span>(?<!`)(?P<ticks>`+)(?!`)[^\n]+?(?<!`)(?P=ticks)(?!`))"
     r"|(?P<pre>(?i:<pre\b)[^>]*>.*?(?:(?i:</pre)\s*>|\Z))"
     r"|(?P<indented>(?:\A|^[ \t]*\n)(?:(?: {4}| {0,3}\t)[^\n]*(?:\n|\Z)(?:[ \t]*\n)*)+)"

@@ -64,3 +64,32 @@ def test_a_call_with_text_before_its_closing_tag_is_a_bad_call(home, llm_server)
     assert json.loads(calls[1][1]) == {"script": "ls"}
     with pytest.raises(json.JSONDecodeError):
         json.loads(calls[0][1])
+
+
+RM = '<tool_use>{"name": "code_run", "arguments": {"script": "rm -rf build"}}</tool_use>'
+
+
+@pytest.mark.parametrize("reply", [
+    f"<think>I could clean up first:\n{RM}\nbut no.</think>Done.",
+    f"<thinking>\n{RM}\n</thinking>\n\nDone.",
+    '<think>[{"name": "code_run", "arguments": {"script": "rm -rf build"}}]</think>Done.',
+    f"<think>The reply was cut while still reasoning: {RM}",
+])
+def test_calls_in_inline_reasoning_are_no_calls(home, llm_server, reply):
+    assert reply_calls(home, llm_server, reply) == ([], "end_turn")
+
+
+@pytest.mark.parametrize("reply", [
+    f"<think>maybe {RM}</think>\n{RUN}",
+    f"<thinking>maybe {RM}</thinking><think>or {RM}</think>{RUN}",
+])
+def test_a_call_after_inline_reasoning_runs_alone(home, llm_server, reply):
+    calls, _ = reply_calls(home, llm_server, reply)
+    assert parsed(calls) == [("code_run", {"script": "ls"})]
+
+
+def test_a_think_tag_inside_a_call_is_text(home, llm_server):
+    write = {"path": "notes.md", "content": "models open reasoning with <think>"}
+    text = f'<tool_use>{json.dumps({"name": "file_write", "arguments": write})}</tool_use>{RUN}'
+    calls, _ = reply_calls(home, llm_server, text)
+    assert parsed(calls) == [("file_write", write), ("code_run", {"script": "ls"})]
