@@ -30,6 +30,7 @@ CLEAN_CODE_PREVIEW_LINES = 5
 BAD_JSON_PREVIEW_CHARS = 200
 CUT_CALL = ("; the reply was cut off at max_tokens, so this call is incomplete: make it "
             "smaller (e.g. write a long file in parts with file_write mode=append)")
+MAX_ARGS_DEPTH = 64  # lists and dicts in tool arguments nest no deeper (real calls: 2-4)
 RESERVED_TOOLS = ("no_tool",)  # the runtime runs these itself; a model call is unknown
 MAX_CALLS_PER_TURN = 32  # tool calls of one reply that run; the rest get an error result
 TOO_MANY_CALLS = ("[Error] not run: a reply may make at most {n} tool calls and yours made "
@@ -205,6 +206,28 @@ class BaseHandler:
         return outcome
 
 
+def _args_error(args: Any) -> str | None:
+    """What is wrong with decoded tool arguments: not an object, or nested so deep that
+    walking them (redaction, logs) would exhaust Python's recursion limit."""
+    depth = _nesting(args)
+    if depth > MAX_ARGS_DEPTH:
+        return f"nested {depth} levels deep; at most {MAX_ARGS_DEPTH} are accepted"
+    return None if isinstance(args, dict) else f"expected an object, got {args!r:.40}"
+
+
+def _nesting(value: Any) -> int:
+    """How deep lists and dicts nest in ``value``, walked without recursion."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            deepest = max(deepest, depth + 1)
+            todo.extend((item, depth + 1) for item in value)
+    return deepest
+
+
 def _parse_calls(response) -> list[dict]:
     if not response.tool_calls:
         return [{"tool_name": "no_tool", "args": {}, "id": "", "internal": True}]
@@ -213,8 +236,8 @@ def _parse_calls(response) -> list[dict]:
         name, raw = tc.function.name, tc.function.arguments or "{}"
         try:
             args = json.loads(raw, strict=False)  # raw newlines in strings are common
-            error = None if isinstance(args, dict) else f"expected an object, got {args!r:.40}"
-        except json.JSONDecodeError as e:
+            error = _args_error(args)
+        except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested too deep
             error = str(e)
         if error and response.stop_reason == "max_tokens":
             error += CUT_CALL

@@ -141,7 +141,7 @@ def response_to_blocks(resp: LLMResponse) -> dict:
     for tc in resp.tool_calls:
         try:
             args: Any = json.loads(tc.function.arguments or "{}", strict=False)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # invalid, or nested past the limit
             args = {"_raw": tc.function.arguments}
         blocks.append({"type": "tool_use", "id": tc.id, "name": tc.function.name, "input": args})
     return {"role": "assistant", "content": blocks}

@@ -129,12 +129,11 @@ def _tagged(reply: str, start: int, close: str, call_id: str) -> tuple[ToolCall,
     raw text up to ``close``."""
     try:
         obj, end = _DECODER.raw_decode(reply, start)
-    except json.JSONDecodeError:
-        pass
-    else:
         after = _SPACE_RE.match(reply, end).end()
         if after == len(reply) or reply.startswith(close, after):
             return _one(obj, reply[start:end], call_id), after + len(close)
+    except (json.JSONDecodeError, RecursionError):  # invalid, or nested past Python's limit
+        pass
     stop = reply.find(close, start)
     stop = len(reply) if stop < 0 else stop
     return _one(None, reply[start:stop].rstrip(), call_id), stop + len(close)
@@ -147,10 +146,10 @@ def _from_array(reply: str, turn: int, tools: set[str] | frozenset[str],
                                   MAX_ARRAY_TRIES):
         try:
             items, _ = decoder.raw_decode(reply, start)
-        except json.JSONDecodeError:
+            if all(isinstance(it, dict) and it.get("name") in tools for it in items):
+                return [_call(it, f"call_t{turn}_{i}") for i, it in enumerate(items)]
+        except (json.JSONDecodeError, RecursionError):  # invalid, or nested past the limit
             continue
-        if all(isinstance(it, dict) and it.get("name") in tools for it in items):
-            return [_call(it, f"call_t{turn}_{i}") for i, it in enumerate(items)]
     return []
 
 

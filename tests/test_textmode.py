@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from llm_server import Reply, client_for, llm_server, run_chat, tool_schema
+from llm_server import KIND_PATHS, Reply, client_for, llm_server, run_chat, tool_schema
+
+from ga import GenericAgent
 
 __all__ = ["llm_server"]
 TOOLS = [tool_schema("file_write", path="string", content="string"),
@@ -93,3 +96,31 @@ def test_a_think_tag_inside_a_call_is_text(home, llm_server):
     text = f'<tool_use>{json.dumps({"name": "file_write", "arguments": write})}</tool_use>{RUN}'
     calls, _ = reply_calls(home, llm_server, text)
     assert parsed(calls) == [("file_write", write), ("code_run", {"script": "ls"})]
+
+
+DEPTH = 1200  # nesting past the interpreter's recursion limit
+DEEP = "[" * DEPTH + "]" * DEPTH
+
+
+@pytest.mark.parametrize("reply", [
+    "Here: " + '[{"a": ' * DEPTH,
+    f'Here: [{{"name": "code_run", "arguments": {{"script": {DEEP}}}}}]',
+    f"<tool_use>{DEEP}</tool_use>",
+], ids=["array-prefix", "array", "tag"])
+def test_deeply_nested_json_is_no_call(home, llm_server, reply):
+    calls, _ = reply_calls(home, llm_server, reply)
+    assert [name for name, _ in calls] in ([], ["bad_json"])
+
+
+@pytest.mark.parametrize("mode", ["native", "text"])
+@pytest.mark.parametrize("depth", [500, DEPTH])  # 500 decodes, but walking it would overflow
+def test_a_deeply_nested_call_reaches_the_model_as_invalid_json(home, llm_server, mode, depth):
+    client = client_for(home, llm_server, provider="openai", tool_mode=mode)
+    args = '{"script": %s}' % ("[" * depth + "]" * depth)
+    first = (Reply(tool_calls=[("code_run", args)]) if mode == "native" else
+             Reply(text=f'<tool_use>{{"name": "code_run", "arguments": {args}}}</tool_use>'))
+    llm_server.queue(first, Reply(text="Gave up."))
+    events = list(GenericAgent(client, home=home, cwd=Path.cwd()).run_task("nest"))
+    assert events[-1]["result"] == "CURRENT_TASK_DONE"
+    sent = json.dumps(llm_server.bodies(KIND_PATHS["openai"])[-1])
+    assert "code_run tool call were not valid JSON" in sent
