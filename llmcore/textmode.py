@@ -146,7 +146,8 @@ def _from_array(reply: str, turn: int, tools: set[str] | frozenset[str],
                                   MAX_ARRAY_TRIES):
         try:
             items, _ = decoder.raw_decode(reply, start)
-            if all(isinstance(it, dict) and it.get("name") in tools for it in items):
+            if all(isinstance(it, dict) and isinstance(it.get("name"), str)
+                   and it["name"] in tools for it in items):
                 return [_call(it, f"call_t{turn}_{i}") for i, it in enumerate(items)]
         except (json.JSONDecodeError, RecursionError):  # invalid, or nested past the limit
             continue

@@ -124,3 +124,9 @@ def test_a_deeply_nested_call_reaches_the_model_as_invalid_json(home, llm_server
     assert events[-1]["result"] == "CURRENT_TASK_DONE"
     sent = json.dumps(llm_server.bodies(KIND_PATHS["openai"])[-1])
     assert "code_run tool call were not valid JSON" in sent
+
+
+@pytest.mark.parametrize("name", [["code_run"], {"tool": "code_run"}, 7])
+def test_an_array_whose_name_is_not_text_is_no_call(home, llm_server, name):
+    text = "Batch: " + json.dumps([{"name": name, "arguments": {"script": "ls"}}])
+    assert reply_calls(home, llm_server, text) == ([], "end_turn")
