@@ -33,7 +33,8 @@ REMINDER = ('(Tools as listed in the task\'s message: {names}. Call one with <to
 _TAG_RE = re.compile(r"<(tool_use|tool_call)>\s*[{\[]")  # a tag that opens a call
 # reasoning written inline (<think> or <thinking> to its closing tag or the end), a fenced
 # code block (```/~~~ to its closing fence or the end), an inline code span (a run of
-# backticks to the same run on its line), a <pre> element (to </pre> or the end), an
+# backticks to the same run on its line), a <pre> element (its opening tag ends before any
+# other "<", so each "<pre" costs only its own tag; to </pre> or the end), an
 # indented code block (lines indented by 4 spaces or a tab, after a blank line or at the
 # start) or the opening tag of a call, followed by its JSON (a tag only named in prose is no
 # call): calls the model only drafts in its reasoning or quotes as code are not run
@@ -41,7 +42,7 @@ _CODE_OR_TAG_RE = re.compile(
     r"(?P<reasoning><(?P<think>think(?:ing)?)>.*?(?:</(?P=think)>|\Z))"
     r"|(?P<fence>^[ \t]*(?P<tick>`{3,}|~{3,})[^\n]*(?:\n.*?^[ \t]*(?P=tick)[`~]*[ \t]*$|.*\Z))"
     r"|(?P<span>(?<!`)(?P<ticks>`+)(?!`)[^\n]+?(?<!`)(?P=ticks)(?!`))"
-    r"|(?P<pre>(?i:<pre\b)[^>]*>.*?(?:(?i:</pre)\s*>|\Z))"
+    r"|(?P<pre>(?i:<pre\b)[^<>]*>.*?(?:(?i:</pre)\s*>|\Z))"
     r"|(?P<indented>(?:\A|^[ \t]*\n)(?:(?: {4}| {0,3}\t)[^\n]*(?:\n|\Z)(?:[ \t]*\n)*)+)"
     r"|<(?P<kind>tool_use|tool_call)>\s*(?=[{\[])", re.S | re.M)
 _SPACE_RE = re.compile(r"\s*")

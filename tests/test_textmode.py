@@ -130,3 +130,12 @@ def test_a_deeply_nested_call_reaches_the_model_as_invalid_json(home, llm_server
 def test_an_array_whose_name_is_not_text_is_no_call(home, llm_server, name):
     text = "Batch: " + json.dumps([{"name": name, "arguments": {"script": "ls"}}])
     assert reply_calls(home, llm_server, text) == ([], "end_turn")
+
+
+@pytest.mark.parametrize("reply", [
+    "<pre " * 40_000 + RUN,  # 200 KB: each unfinished <pre used to be read to the end
+    "<pre class=x <b>bold</b>\n" + RUN,
+], ids=["200KB-of-pre", "pre-with-no-end"])
+def test_a_pre_tag_never_finished_quotes_nothing(home, llm_server, reply):
+    calls, _ = reply_calls(home, llm_server, reply)
+    assert parsed(calls) == [("code_run", {"script": "ls"})]
