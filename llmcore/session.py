@@ -335,7 +335,8 @@ class LLMSession:
         if req.profile.tool_mode == "text":
             names = {t["function"]["name"] for t in tools or []}
             resp.tool_calls = parse_calls(resp.content, self._turn, names)
-            resp.stop_reason = "tool_use" if resp.tool_calls else resp.stop_reason
+            if resp.tool_calls and resp.stop_reason != "max_tokens":  # a cut call stays "cut"
+                resp.stop_reason = "tool_use"
         if not (resp.usage.input or resp.usage.output):
             resp.usage = estimate_usage(req, resp, self._size)
         return resp

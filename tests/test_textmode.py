@@ -42,12 +42,23 @@ def test_a_call_after_a_tag_named_in_prose_runs(home, llm_server):
     assert parsed(calls) == [("code_run", {"script": "ls"})]
 
 
+CUT = '<tool_use>{"name": "file_write", "arguments": {"path": "a.txt", "content": "x'
+
+
 def test_a_call_cut_before_its_closing_tag_is_still_a_call(home, llm_server):
-    cut = '<tool_use>{"name": "file_write", "arguments": {"path": "a.txt", "content": "x'
-    calls, _ = reply_calls(home, llm_server, f"Writing.\n{cut}", stop="max_tokens")
-    assert [name for name, _ in calls] == ["file_write"]
-    with pytest.raises(json.JSONDecodeError):  # the model hears back that it is incomplete
+    calls, stop = reply_calls(home, llm_server, f"Writing.\n{CUT}", stop="max_tokens")
+    assert [name for name, _ in calls] == ["file_write"] and stop == "max_tokens"
+    with pytest.raises(json.JSONDecodeError):
         json.loads(calls[0][1])
+
+
+def test_the_model_hears_its_text_call_was_cut_at_max_tokens(home, llm_server):
+    client = client_for(home, llm_server, provider="openai", tool_mode="text")
+    llm_server.queue(Reply(text=CUT, stop="max_tokens"), Reply(text="Gave up."))
+    events = list(GenericAgent(client, home=home, cwd=Path.cwd()).run_task("write"))
+    assert events[-1]["result"] == "CURRENT_TASK_DONE" and not Path("a.txt").exists()
+    sent = json.dumps(llm_server.bodies(KIND_PATHS["openai"])[-1])
+    assert "not valid JSON" in sent and "cut off at max_tokens" in sent
 
 
 def test_a_closing_tag_inside_a_json_string_does_not_end_the_call(home, llm_server):
