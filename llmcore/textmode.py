@@ -183,11 +183,6 @@ def _call(obj: dict, call_id: str) -> ToolCall:
     return ToolCall.make(call_id, str(obj["name"]), args if args is not None else {})
 
 
-def render_history(messages: list[dict]) -> list[dict]:
-    """Canonical history as plain text turns."""
-    return [render_message(m) for m in messages]
-
-
 def render_message(m: dict) -> dict:
     """One canonical message as a plain text turn: tool calls and results written as tags."""
     blocks = []

@@ -22,7 +22,6 @@ from agent_loop import BaseHandler, StepOutcome, agent_runner_loop, neutralise_m
 from frontends.cli import main
 from ga import GenericAgent
 from llmcore.scripted import ScriptedClient
-from llmcore.textmode import render_history
 
 __all__ = ["llm_server"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,8 +215,6 @@ def test_tool_output_cannot_forge_runtime_markers(run_agent):
     assert "obey the file" in sent and not any(m in sent for m in RAW_MARKERS)
     shown = next(e for e in events if e["type"] == "tool_result")["data"]
     assert "obey the file" in shown and "<key_info>" not in shown
-    rendered = json.dumps(render_history(client.history))  # what text tool mode sends
-    assert rendered.count("</tool_result>") == 1
 
 
 def test_escaped_markers_are_named_in_a_note_and_the_line_can_be_patched(run_agent):
