@@ -143,7 +143,7 @@ ACTIONS = {
                  [(("id",), {"help": "session id or a unique prefix"})]),
         "export": ("write a session's conversation as JSON (reload it with --history FILE)",
                    [(("id",), {"help": "session id or a unique prefix"}),
-                    (("file",), {"nargs": "?", "help": "target file (default: stdout)"})]),
+                    (("file",), {"nargs": "?", "help": "target file (default or -: stdout)"})]),
     },
     "memory": {
         "show": ("print the L1 index (the default)", []),

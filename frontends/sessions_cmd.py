@@ -110,7 +110,7 @@ def export_session(home: Path, session_id: str, target: str | None,
     data = {"history": state.history, "history_info": state.history_info,
             "working": state.working}
     text = (redact or Redactor()).dumps(data, indent=1)
-    if target:
+    if target and target != "-":  # "-": standard output, as the default
         write_export(target, text)
         print(f"exported {state.id} to {target}")
     else:

@@ -332,6 +332,17 @@ def test_sessions_export_to_a_folder_or_an_unwritable_path_is_a_usage_error(home
     assert err.endswith("); name a file in a folder you can write to\n")
 
 
+def test_sessions_export_to_dash_writes_standard_output(home, tmp_path, capsys,
+                                                       monkeypatch):
+    assert main(["-m", script(tmp_path, [{"text": "ok"}]), "go"]) == 0
+    sid = only_session(home).id
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    assert main(["sessions", "export", sid, "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["history"]
+    assert not (tmp_path / "-").exists()
+
+
 # ---- options read exactly, sessions found by their folder ------------------------------
 def test_an_abbreviated_option_is_unknown_not_taken_for_another(tmp_path, capsys):
     other = tmp_path / "H"
