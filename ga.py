@@ -120,7 +120,7 @@ class GenericAgentHandler(BaseHandler):
             timeout: Seconds before the whole process group is killed (max 600).
             cwd: Folder to run in, relative to the working directory.
             inline_eval: Evaluate python inside the agent, with `handler` and `agent` in scope;
-                what it prints is returned.
+                what it prints is returned. Start no processes from it (use plain code_run).
         """
         code = script or last_code_block(getattr(response, "content", "") or "", type)
         if not code:

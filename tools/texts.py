@@ -185,7 +185,7 @@ TOOL_TEXT_ZH: dict[str, dict] = {
                    "type": "python、bash 或 powershell", "timeout": "超时秒数（最多 600）",
                    "cwd": "运行目录，相对于工作目录",
                    "inline_eval": "在进程内执行 python（可访问 handler 与 agent），"
-                                  "其打印内容会返回"}},
+                                  "其打印内容会返回。不要在其中启动进程（请用普通 code_run）"}},
     "file_read": {
         "description": (
             "读取文本文件，带行号。有 keyword 时返回其首次出现（忽略"
