@@ -8,28 +8,33 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .base import LLMResponse
 from .images import describe
 
+if TYPE_CHECKING:
+    from .secrets import Redactor
+
 log = logging.getLogger("ga.llm")
 
 
-def _block_text(b: dict) -> str:
+def _block_text(b: dict, dumps: Callable[[Any], str]) -> str:
+    """One block as log text; its JSON parts through ``dumps`` (masked as data)."""
     if b["type"] == "text":
         return b["text"]
     if b["type"] == "thinking":
         return f"[thinking] {b.get('thinking', '')}"
     if b["type"] == "tool_use":
-        return f"[tool_use {b['id']}] {b['name']} {json.dumps(b.get('input'), ensure_ascii=False)}"
+        return f"[tool_use {b['id']}] {b['name']} {dumps(b.get('input'))}"
     if b["type"] == "image":
         return f"[image {b.get('name') or ''} {describe(b)}]"
     content = b.get("content")
     if isinstance(content, list):
-        text = "\n".join(_block_text(x) for x in content if isinstance(x, dict) and "type" in x)
+        text = "\n".join(_block_text(x, dumps) for x in content
+                         if isinstance(x, dict) and "type" in x)
     else:
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        text = content if isinstance(content, str) else dumps(content)
     return f"[tool_result {b.get('tool_use_id')}] {text}"
 
 
@@ -37,7 +42,7 @@ class SessionLog:
     """Appends to ``<home>/logs/llm-<session id>.log`` (``llm-<time>-<pid>.log`` until the
     session id is set); the file opens on each write."""
 
-    def __init__(self, log_dir: Path, redact: Callable[[str], str]):
+    def __init__(self, log_dir: Path, redact: Redactor):
         self.log_dir = log_dir
         self.session_id: str | None = None
         self._fallback = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
@@ -67,7 +72,7 @@ class SessionLog:
             self._system_logged = system
             parts.append(f"[system]\n{system}\n")
         for m in new:
-            body = "\n".join(_block_text(b) for b in m["content"])
+            body = "\n".join(_block_text(b, self.redact.dumps) for b in m["content"])
             parts.append(f"[{m['role']}]\n{body}\n")
         self._write("".join(parts))
 
@@ -77,10 +82,18 @@ class SessionLog:
             parts.append(f"[thinking]\n{resp.thinking}\n")
         parts.append(f"{resp.content}\n")
         for tc in resp.tool_calls:
-            parts.append(f"[tool_call {tc.id}] {tc.function.name} {tc.function.arguments}\n")
+            parts.append(f"[tool_call {tc.id}] {tc.function.name} "
+                         f"{self._arguments(tc.function.arguments)}\n")
         u = resp.usage
         parts.append(f"[stop={resp.stop_reason} in={u.input} cached={u.cached} out={u.output}]\n")
         self._write("".join(parts))
+
+    def _arguments(self, raw: str) -> str:
+        """A call's JSON arguments masked as data (a key with ``"`` is escaped in JSON text)."""
+        try:
+            return self.redact.dumps(json.loads(raw))
+        except (ValueError, RecursionError):
+            return raw  # not JSON: masked as text like the rest
 
     def note(self, text: str) -> None:
         self._write(f"[{time.strftime('%H:%M:%S')}] {text}\n")

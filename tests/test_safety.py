@@ -376,10 +376,11 @@ def test_a_read_only_home_is_reported_once_and_the_task_ends(small_home, tmp_pat
 def test_a_model_log_that_cannot_be_written_is_reported_once(tmp_path, caplog):
     from llmcore.base import LLMResponse
     from llmcore.logs import SessionLog
+    from llmcore.secrets import Redactor
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the log folder should be")
-    session_log = SessionLog(blocker / "logs", str)
+    session_log = SessionLog(blocker / "logs", Redactor())
     for _ in range(3):
         session_log.request("m", "sys", [])
         session_log.response(LLMResponse(content="hi"))

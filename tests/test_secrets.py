@@ -318,6 +318,32 @@ def test_a_key_with_a_quote_or_backslash_is_masked_in_the_journal_and_exports(ho
     assert "remember ***" in out and escaped not in out and QUOTED_KEY not in out
 
 
+def test_the_model_log_masks_a_quoted_key_inside_tool_call_json(home, llm_server):
+    from llm_server import Reply
+
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m"},
+                       other={"provider": "anthropic", "model": "m", "api_key": QUOTED_KEY})
+    client = llmcore.make_client("p", config_path=cfg, home=home)
+    args = json.dumps({"path": "k.txt", "content": QUOTED_KEY})
+    llm_server.queue(Reply(tool_calls=[("file_write", args)]), Reply(text="ok"))
+    tools = [{"name": "file_write", "description": "w", "parameters": {"type": "object"}}]
+    resp = None
+    for step in (1, 2):
+        gen = client.chat([{"role": "system", "content": "s"}, {"role": "user", "content": "go",
+                           **({"tool_results": [{"tool_use_id": resp.tool_calls[0].id,
+                                                 "content": {"written": QUOTED_KEY}}]}
+                              if step == 2 else {})}], tools)
+        try:
+            while True:
+                next(gen)
+        except StopIteration as stop:
+            resp = stop.value
+    (log,) = (home / "logs").glob("*.log")
+    text = log.read_text()
+    assert "[tool_call" in text and "***" in text
+    assert json.dumps(QUOTED_KEY)[1:-1] not in text and QUOTED_KEY not in text
+
+
 def test_a_ga_started_by_ga_code_says_where_its_stripped_key_must_come_from(home, tmp_path,
                                                                            monkeypatch, capsys):
     import sys
