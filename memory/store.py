@@ -146,22 +146,32 @@ class MemoryStore:
         """Append ``text`` to a memory file (created if missing), on its own line."""
         path = self._target(name)
         with file_lock(path):
-            old = self._read(path)
+            old = self._read_for_update(path)
             sep = "" if not old or old.endswith("\n") else "\n"
-            atomic_write(path, old + sep + text + ("" if text.endswith("\n") else "\n"))
+            _write_back(path, old + sep + text + ("" if text.endswith("\n") else "\n"))
         return path
 
     def patch(self, name: str, old: str, new: str) -> Path:
         """Replace exactly one occurrence of ``old``; ValueError when 0 or several match."""
         path = self._target(name)
         with file_lock(path):
-            content = self._read(path)
+            content = self._read_for_update(path)
             found = content.count(old) if old else 0
             if found != 1:
                 raise ValueError(
                     f"{name}: expected exactly one match of the old text, found {found}")
-            atomic_write(path, content.replace(old, new, 1))
+            _write_back(path, content.replace(old, new, 1))
         return path
+
+    @staticmethod
+    def _read_for_update(path: Path) -> str:
+        """A file about to be rewritten: "" only when it is missing (any other failure is
+        raised, so an unreadable file is never replaced); bytes that are not UTF-8 kept."""
+        try:
+            with open_regular(path) as f:
+                return f.read().decode("utf-8", errors="surrogateescape")
+        except FileNotFoundError:
+            return ""
 
     # ---- access stats ------------------------------------------------------------
     def _stats_key(self, path: Path | str) -> str:
@@ -202,3 +212,7 @@ class MemoryStore:
             }
             text = json.dumps(stats, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
             atomic_write(self.stats_path, text)
+
+
+def _write_back(path: Path, text: str) -> None:
+    atomic_write(path, text.encode("utf-8", errors="surrogateescape"))

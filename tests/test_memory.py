@@ -199,3 +199,11 @@ def test_bundled_sops_are_english_markdown():
     for path in Path(bundled_sop_dir()).glob("*.md"):
         text = path.read_text(encoding="utf-8")
         assert text.startswith("# "), path.name
+
+
+def test_append_and_patch_keep_bytes_that_are_not_utf8(store):
+    path = store.dir / "global_mem.txt"
+    path.write_bytes(b"caf\xe9 latin-1 line\n")
+    store.append("global_mem.txt", "new fact")
+    store.patch("global_mem.txt", "new fact", "newer fact")
+    assert path.read_bytes() == b"caf\xe9 latin-1 line\nnewer fact\n"
