@@ -116,6 +116,19 @@ def test_alert_confirm_and_prompt_never_block(web_browser, web_site):
                             {"type": "prompt", "message": "C?"}]
 
 
+def test_a_dialog_in_a_new_tab_blocks_neither_it_nor_its_opener(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    r = web_execute_js(web_browser, f"window.open('{web_site('/dialog-popup.html')}'); 1")
+    assert r["status"] == "success", r
+    popup = r["newTabs"][0]["id"]
+    out = web_scan(web_browser, switch_tab_id=popup)
+    assert "POPUP-DIALOG-BODY" in out, out
+    r = web_execute_js(web_browser, "document.title", switch_tab_id=r["tab_id"])
+    assert r["status"] == "success" and r["js_return"] == "Page one", r
+    target = next(t for t, short in web_browser.short.items() if short == popup)
+    web_browser.conn.call("Target.closeTarget", {"targetId": target})
+
+
 def test_runaway_script_is_terminated_and_the_tab_stays_usable(web_browser, web_site):
     goto(web_browser, web_site("/nav1.html"))
     r = web_execute_js(web_browser, "while (true) {}", timeout=1)

@@ -161,6 +161,8 @@ PAGES = {
     "/unseen.html": _page("Unseen", UNSEEN),
     "/timer.html": _page("Timer", TIMER),
     "/long-title.html": _page("T" * LONG_TITLE + "-END", "<p>LONG-TITLE-BODY</p>"),
+    "/dialog-popup.html": _page("Dialog popup", "<script>alert('popup says hi');"
+                                "confirm('popup asks')</script><p>POPUP-DIALOG-BODY</p>"),
 }
 
 

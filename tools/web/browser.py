@@ -1,6 +1,8 @@
 """The browser session behind the web tools: started or attached on first use, closed
 with the agent; tabs with short ids ("1", "2", … in first-seen order); per tab a CDP
 session that tracks navigation, requests and dialogs (accepted at once, never blocking).
+Every page target is attached before it runs (auto-attach), so a dialog in any tab, a
+popup's included, is accepted too: one open dialog would block its whole renderer.
 A tab whose renderer crashed is reloaded (or replaced) before it is used again.
 """
 
@@ -51,7 +53,8 @@ class Browser:
         self.targets: dict[str, dict] = {}  # page targets by target id
         self.short: dict[str, str] = {}  # target id -> "1", "2", …
         self.tabs: dict[str, Tab] = {}  # attached tabs by target id
-        self.sessions: dict[str, Tab] = {}
+        self.sessions: dict[str, Tab] = {}  # our tabs by session id
+        self.pages: dict[str, str] = {}  # every attached page session -> its target id
         self.created: list[str] = []  # page targets created since start, in order
         self.active: str | None = None
         self.crashed: dict[str, str] = {}  # crashed page targets -> exit status
@@ -92,6 +95,8 @@ class Browser:
         self.conn = Connection(ws_url)
         self.conn.on(self._on_event)
         self.conn.call("Target.setDiscoverTargets", {"discover": True})
+        self.conn.call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True,
+                                                "flatten": True, "filter": [{"type": "page"}]})
         for info in self.conn.call("Target.getTargets")["targetInfos"]:
             self._seen(info, created=False)
 
@@ -111,14 +116,16 @@ class Browser:
                 self.targets.clear()
                 self.tabs.clear()
                 self.sessions.clear()
+                self.pages.clear()
                 self.crashed.clear()
                 self.active = None
 
     def _disconnect(self, conn: Connection, launched: Any) -> None:
         try:
             if launched is None:  # attached: leave the user's browser and tabs as they were
-                for session_id, tab in list(self.sessions.items()):
+                for tab in list(self.sessions.values()):
                     tab.leave()
+                for session_id in set(self.pages) | set(self.sessions):
                     conn.call("Target.detachFromTarget", {"sessionId": session_id},
                               timeout=QUICK_TIMEOUT)
             elif not launched.temp_profile:  # the user's profile: let it close cleanly
@@ -141,8 +148,13 @@ class Browser:
             tab = self.sessions.get(session_id)
             if tab is not None:
                 tab.on_event(method, params)
+            elif method == "Page.javascriptDialogOpening":  # a page we do not use (yet)
+                self.conn.send("Page.handleJavaScriptDialog", {
+                    "accept": True, "promptText": params.get("defaultPrompt", "")}, session_id)
             return
-        if method in ("Target.targetCreated", "Target.targetInfoChanged"):
+        if method == "Target.attachedToTarget":
+            self._page_attached(params)
+        elif method in ("Target.targetCreated", "Target.targetInfoChanged"):
             self._seen(params["targetInfo"], created=method == "Target.targetCreated")
         elif method == "Target.targetDestroyed":
             self._gone(params["targetId"])
@@ -154,12 +166,24 @@ class Browser:
             if tab is not None:
                 tab.mark_crashed(params.get("status", ""))
         elif method == "Target.detachedFromTarget":
+            self.pages.pop(params.get("sessionId", ""), None)
             tab = self.sessions.pop(params.get("sessionId", ""), None)
             if tab is not None:
                 tab.mark_closed()
         elif method == "ga.connectionClosed":
             for tab in list(self.tabs.values()):
                 tab.mark_closed()
+
+    def _page_attached(self, params: dict) -> None:
+        """A page session (ours or auto-attached, the page maybe paused before it runs): its
+        dialogs are reported to us from now on, then the page may run."""
+        info, session_id = params["targetInfo"], params["sessionId"]
+        if info.get("type") != "page":
+            return
+        self.pages[session_id] = info["targetId"]
+        self.conn.send("Page.enable", None, session_id)
+        if params.get("waitingForDebugger"):
+            self.conn.send("Runtime.runIfWaitingForDebugger", None, session_id)
 
     def _seen(self, info: dict, created: bool) -> None:
         if info.get("type") != "page" or info.get("url", "").startswith(HIDDEN_URLS):
@@ -295,27 +319,35 @@ class Browser:
         return target_of[targets[0]]
 
     def _visible(self, target: str) -> bool:
-        """Whether the user sees this tab (a short look: the session is left at once)."""
-        session = self.conn.call("Target.attachToTarget",
-                                 {"targetId": target, "flatten": True})["sessionId"]
+        """Whether the user sees this tab."""
         try:
-            reply = self.conn.call("Runtime.evaluate", {
+            reply = self._session(target).call("Runtime.evaluate", {
                 "expression": "document.visibilityState", "returnByValue": True},
-                session, timeout=QUICK_TIMEOUT)
+                timeout=QUICK_TIMEOUT)
         except CDPError:
             return False
-        finally:
-            self.conn.send("Target.detachFromTarget", {"sessionId": session})
         return reply.get("result", {}).get("value") == "visible"
 
+    def _session(self, target: str) -> Session:
+        """A session of the page target: the auto-attached one, else a new one."""
+        session_id = next((s for s, t in list(self.pages.items()) if t == target), None)
+        if session_id is None:
+            session_id = self.conn.call("Target.attachToTarget",
+                                        {"targetId": target, "flatten": True})["sessionId"]
+        return Session(self.conn, session_id)
+
     def _attached(self, target: str) -> Tab:
+        """Our tab of the page target, set up on first use (again when that failed)."""
         tab = self.tabs.get(target)
         if tab is not None and not tab.closed:
             return tab
-        reply = self.conn.call("Target.attachToTarget", {"targetId": target, "flatten": True})
-        tab = Tab(self, target, Session(self.conn, reply["sessionId"]))
-        self.sessions[tab.session.id] = tab
+        tab = Tab(self, target, self._session(target))
+        self.sessions[tab.session.id] = tab  # its events from now on
+        try:
+            tab.setup()
+        except (CDPError, WebError):
+            self.sessions.pop(tab.session.id, None)
+            raise
         with self._state:
             self.tabs[target] = tab
-        tab.setup()
         return tab
