@@ -177,6 +177,16 @@ def test_save_to_file_writes_the_whole_value_and_returns_a_preview(web_browser, 
     assert json.loads((tmp_path / "obj.json").read_text()) == {"a": [1, 2]}
 
 
+def test_save_to_file_writes_a_big_array_in_full(web_browser, web_site, tmp_path):
+    goto(web_browser, web_site("/items.html?n=3000"))
+    target = tmp_path / "items.json"
+    r = web_execute_js(web_browser, "[...document.querySelectorAll('li')].map(e => e.innerText)",
+                       save_to=target, no_monitor=True)
+    items = json.loads(target.read_text())
+    assert len(items) == 3000 and items[-1] == "Item number 3000"
+    assert len(r["js_return"]) < 300 and "saved to" in r["saved"]
+
+
 def test_big_values_are_trimmed_to_the_budget(web_browser, web_site):
     goto(web_browser, web_site("/nav1.html"))
     r = web_execute_js(web_browser, "'a'.repeat(30000) + 'TAIL'", budget=2000, no_monitor=True)

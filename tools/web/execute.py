@@ -44,6 +44,11 @@ NAV_WAIT = 10.0  # seconds a navigation the script caused is waited for
 NAV_START_WAIT = 2.0  # seconds for an asked-for navigation to start loading (else blocked)
 NEW_TAB_WAIT = 1.0  # seconds to wait for the URL of a tab the script opened
 PREVIEW_CHARS = 200  # of a value saved to a file
+# serialize.js caps: what the model is shown (trimmed to its budget after), and what a file
+# gets (the full value, bounded only against a runaway size)
+SHOWN_LIMITS = {"items": 500, "keys": 200, "depth": 5, "html": 2_000, "chars": 1_000_000}
+SAVED_LIMITS = {"items": 10_000_000, "keys": 1_000_000, "depth": 50, "html": 10_000_000,
+                "chars": 50_000_000}
 CLOSE_WAIT = 1.0  # seconds for the browser to confirm that a failing tab is closing
 OBJECT_GROUP = "ga-exec"
 BRIDGE_JS, SERIALIZE_JS = "bridge.js", "serialize.js"
@@ -98,7 +103,8 @@ def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = No
         tab = browser.tab(switch_tab_id)
         result["tab_id"] = tab.id
         add_note(result, browser.take_notice())
-        run(browser, tab, script, not no_monitor, timeout, abort, result)
+        limits = SHOWN_LIMITS if save_to is None else SAVED_LIMITS
+        run(browser, tab, script, not no_monitor, timeout, abort, result, limits)
     except (ScriptTimeout, JSError) as e:
         result.update(status="failed", error=str(e))
     except TabCrashed as e:
@@ -114,13 +120,13 @@ def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = No
 
 
 def run(browser: Browser, tab: Tab, script: str, monitor: bool, timeout: float,
-        abort: threading.Event | None, result: dict) -> None:
+        abort: threading.Event | None, result: dict, limits: dict) -> None:
     tab.ensure_page_js()
     marks = Marks.of(tab, browser)
     if monitor:
         tab.page_value("window.__ga.watch()")
     try:
-        result["js_return"] = evaluate(tab, script, timeout, abort)
+        result["js_return"] = evaluate(tab, script, timeout, abort, limits)
         if monitor and not started_navigation(tab, marks):
             changes = watch_changes(tab, marks)
             if changes:
@@ -165,7 +171,8 @@ def add_note(result: dict, note: str) -> None:
         result["note"] = f"{result['note']}; {note}" if result.get("note") else note
 
 
-def evaluate(tab: Tab, script: str, timeout: float, abort: threading.Event | None) -> Any:
+def evaluate(tab: Tab, script: str, timeout: float, abort: threading.Event | None,
+             limits: dict) -> Any:
     """Run the script; JSError if it throws. A top-level ``return`` makes it a function."""
     options = {"returnByValue": False, "objectGroup": OBJECT_GROUP, "userGesture": True}
     bridge = page_js(BRIDGE_JS)
@@ -178,20 +185,21 @@ def evaluate(tab: Tab, script: str, timeout: float, abort: threading.Event | Non
     if details:
         raise JSError(exception_text(details))
     try:
-        return value_of(tab, reply.get("result", {}))
+        return value_of(tab, reply.get("result", {}), limits)
     finally:
         tab.session.send("Runtime.releaseObjectGroup", {"objectGroup": OBJECT_GROUP})
 
 
-def value_of(tab: Tab, obj: dict) -> Any:
-    """A RemoteObject as JSON: primitives directly, objects through ``serialize.js``."""
+def value_of(tab: Tab, obj: dict, limits: dict) -> Any:
+    """A RemoteObject as JSON: primitives directly, objects through ``serialize.js`` with
+    its caps ``limits``."""
     if "objectId" not in obj:
         if "unserializableValue" in obj:
             return obj["unserializableValue"]
         return obj.get("value")
     reply = tab.session.call("Runtime.callFunctionOn", {
         "objectId": obj["objectId"], "functionDeclaration": page_js(SERIALIZE_JS),
-        "returnByValue": True})
+        "arguments": [{"value": limits}], "returnByValue": True})
     if "exceptionDetails" in reply:
         return obj.get("description")
     return reply.get("result", {}).get("value")

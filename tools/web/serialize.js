@@ -3,12 +3,17 @@
 // (typeof, loops, for-in) rather than the builtins a page may replace (Array.prototype.map,
 // Array.from, Object.keys, JSON, Set), so a page's polyfills cannot change what the model
 // is told. Elements come back as outerHTML, NodeLists as arrays, window as [Window url].
-function () {
-  const ITEMS_MAX = 500, KEYS_MAX = 200, DEPTH_MAX = 5, HTML_CHARS = 2000;
+// The caller sets the caps: `limits` {items, keys, depth, html, chars}, `chars` roughly
+// bounding the whole value's text.
+function (limits) {
+  const ITEMS_MAX = limits.items, KEYS_MAX = limits.keys, DEPTH_MAX = limits.depth;
+  const HTML_CHARS = limits.html, CHARS_MAX = limits.chars;
   const seen = [];
   const own = Object.prototype.hasOwnProperty;
+  let size = 0;  // chars of text so far
 
   const cut = (s) => (s.length > HTML_CHARS ? s.substring(0, HTML_CHARS - 1) + '…' : s);
+  const full = () => size > CHARS_MAX;
 
   function isSeen(v) {
     for (let i = 0; i < seen.length; i++) if (seen[i] === v) return true;
@@ -18,8 +23,9 @@ function () {
   function items(v, depth, read) {  // read(i) for 0 <= i < v.length
     const out = [];
     const n = v.length;
-    for (let i = 0; i < n && i < ITEMS_MAX; i++) out[i] = ser(read(i), depth + 1);
-    if (n > ITEMS_MAX) out[out.length] = '… ' + (n - ITEMS_MAX) + ' more items';
+    let i = 0;
+    for (; i < n && i < ITEMS_MAX && !full(); i++) out[i] = ser(read(i), depth + 1);
+    if (i < n) out[out.length] = '… ' + (n - i) + ' more items';
     return out;
   }
 
@@ -27,10 +33,13 @@ function () {
     const out = [];
     let n = 0;
     v.forEach((value, key) => {
-      if (n++ < ITEMS_MAX) out[out.length] = entries ? [ser(key, depth + 1), ser(value, depth + 1)]
-        : ser(value, depth + 1);
+      n++;
+      if (out.length < ITEMS_MAX && !full()) {
+        out[out.length] = entries ? [ser(key, depth + 1), ser(value, depth + 1)]
+          : ser(value, depth + 1);
+      }
     });
-    if (n > ITEMS_MAX) out[out.length] = '… ' + (n - ITEMS_MAX) + ' more items';
+    if (n > out.length) out[out.length] = '… ' + (n - out.length) + ' more items';
     return out;
   }
 
@@ -43,17 +52,26 @@ function () {
 
   function fields(v, depth) {
     const out = {};
-    let n = 0;
+    let n = 0, kept = 0;
     for (const k in v) {
       if (!own.call(v, k)) continue;
-      if (n++ >= KEYS_MAX) continue;
+      n++;
+      if (kept >= KEYS_MAX || full()) continue;
+      kept++;
+      size += k.length;
       try { out[k] = ser(v[k], depth + 1); } catch (e) { out[k] = '[' + e.name + ']'; }
     }
-    if (n > KEYS_MAX) out['…'] = (n - KEYS_MAX) + ' more keys';
+    if (n > kept) out['…'] = (n - kept) + ' more keys';
     return out;
   }
 
   function ser(v, depth) {
+    const out = value(v, depth);
+    size += typeof out === 'string' ? out.length + 2 : 4;
+    return out;
+  }
+
+  function value(v, depth) {
     if (v === null || v === undefined) return null;
     const t = typeof v;
     if (t === 'number') return v === v && v !== Infinity && v !== -Infinity ? v : '' + v;
