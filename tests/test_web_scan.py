@@ -93,6 +93,15 @@ def test_3000_item_list_is_cut_to_its_first_items_within_budget(web_browser, web
     assert "AFTER-LIST" in text
 
 
+def test_prose_in_divs_is_never_collapsed_but_a_run_of_cards_is(web_browser, web_site):
+    goto(web_browser, web_site("/div-prose.html"))
+    _, text = scan(web_browser)
+    for i in range(1, 61):
+        assert f"Para {i}: The quick" in text
+    assert "Product 10" in text and "Product 11" not in text
+    assert re.findall(r"\[… \d+ more similar items\]", text) == ["[… 50 more similar items]"]
+
+
 def test_same_origin_iframe_is_inlined_and_its_elements_usable(web_browser, web_site):
     goto(web_browser, web_site("/iframe.html"))
     _, text = scan(web_browser)

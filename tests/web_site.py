@@ -47,6 +47,14 @@ def _article() -> str:
                  f"<p>Paragraph {PARAGRAPHS}: END-OF-ARTICLE</p></article>")
 
 
+def _div_prose() -> str:
+    sentence = "The quick brown fox jumps over the lazy dog while the cat sleeps."
+    paras = "".join(f'<div class="para">Para {i}: {sentence}</div>' for i in range(1, 61))
+    cards = "".join(f'<div class="card"><a href="/p{i}">Product {i}</a> $9</div>'
+                    for i in range(1, 61))
+    return _page("Div prose", f"<article>{paras}</article><section>{cards}</section>")
+
+
 FORM = f"""
 <h1>Sign in</h1>
 <form>
@@ -144,6 +152,7 @@ addEventListener('load', () => setTimeout(() => {
 
 PAGES = {
     "/article.html": _article(),
+    "/div-prose.html": _div_prose(),
     "/form.html": _page("Form", FORM),
     "/hidden.html": _page("Hidden", HIDDEN),
     "/late.html": _page("Late", LATE),

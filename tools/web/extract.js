@@ -21,6 +21,10 @@
     'fieldset', 'legend', 'blockquote', 'figure', 'figcaption', 'details', 'summary',
     'address', 'hr', 'body', 'caption', 'center', 'menu', 'hgroup', 'search']);
   const ITEMS = new Set(['li', 'tr', 'div', 'article', 'a', 'dt', 'option']);
+  // prose, never collapsed as similar items: text outside links and controls that is long
+  // or reads as a sentence (words ending in . ! ?, or CJK sentence punctuation)
+  const PROSE_CHARS = 100, ACTIVE = 'a[href],button,select,textarea,label';
+  const SENTENCE = /(?:\S+\s+){5,}\S*[.!?](?:\s|$)|[\u3002\uff01\uff1f]/;
   const ROLE_KIND = {button: 'button', link: 'link', checkbox: 'checkbox', radio: 'radio',
     switch: 'checkbox', tab: 'clickable', menuitem: 'clickable', option: 'clickable',
     menuitemcheckbox: 'checkbox', menuitemradio: 'radio', textbox: 'textarea',
@@ -292,6 +296,28 @@
 
   function signature(el) { return el.localName + '.' + (el.getAttribute('class') || ''); }
 
+  function prose(el) {
+    let out = '';
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n && out.length < PROSE_CHARS; n = walker.nextNode()) {
+      const parent = n.parentElement;
+      if (parent && !SKIP.has(parent.localName) && !parent.closest(ACTIVE)) out += ' ' + n.data;
+    }
+    out = squeeze(out);
+    return out.length >= PROSE_CHARS || SENTENCE.test(out);
+  }
+
+  // whether a run kids[i..j) may be cut: its first items (those that would be shown and
+  // the next) hold no prose
+  function listLike(kids, i, j, ctx) {
+    for (let m = i, looked = 0; m < j && looked <= ctx.similarShow; m++) {
+      if (kids[m].nodeType !== 1) continue;
+      if (prose(kids[m])) return false;
+      looked++;
+    }
+    return true;
+  }
+
   function walkChildren(el, w, ctx) {
     const kids = childrenOf(el);
     let i = 0;
@@ -310,7 +336,7 @@
         if (n.nodeType !== 1 || signature(n) !== sig) break;
         count++;
       }
-      if (count > ctx.similarMin) {
+      if (count > ctx.similarMin && listLike(kids, i, j, ctx)) {
         let shown = 0, m = i;
         for (; m < j && shown < ctx.similarShow; m++) {
           if (kids[m].nodeType === 1) shown++;
