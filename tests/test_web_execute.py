@@ -194,6 +194,26 @@ def test_big_values_are_trimmed_to_the_budget(web_browser, web_site):
     assert r["js_return"].endswith("TAIL") and "use save_to_file" in r["js_return"]
 
 
+def test_the_whole_result_keeps_to_the_budget(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    budget = 4000
+    r = web_execute_js(web_browser, "for (let i = 0; i < 200; i++) alert(i + 'm'.repeat(400));"
+                       " 'x'.repeat(10000)", budget=budget)
+    assert r["status"] == "success" and r["dialogs"][0]["message"].startswith("0mmm")
+    assert r["dialogs"][-1] == "… 195 more"
+    assert len(json.dumps(r, ensure_ascii=False)) < budget * 1.1
+    r = web_execute_js(web_browser, "throw new Error('e'.repeat(200000))", budget=budget)
+    assert r["status"] == "failed" and r["error"].startswith("Error: eeee")
+    assert len(json.dumps(r, ensure_ascii=False)) < budget * 1.1
+    r = web_execute_js(web_browser, "window.open('/nav2.html?' + 'q'.repeat(20000)); 1",
+                       budget=budget)
+    assert r["status"] == "success" and r["newTabs"][0]["url"].endswith("qqq")
+    assert len(json.dumps(r, ensure_ascii=False)) < budget * 1.1
+    for target, short in list(web_browser.short.items()):
+        if short != r["tab_id"] and target in web_browser.targets:
+            web_browser.conn.call("Target.closeTarget", {"targetId": target})
+
+
 def test_script_from_a_js_file_or_the_replys_code_block(tmp_path):
     (tmp_path / "s.js").write_text("1 + 1", encoding="utf-8")
     assert resolve_script("s.js", "", tmp_path) == "1 + 1"

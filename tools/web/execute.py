@@ -50,6 +50,9 @@ SHOWN_LIMITS = {"items": 500, "keys": 200, "depth": 5, "html": 2_000, "chars": 1
 SAVED_LIMITS = {"items": 10_000_000, "keys": 1_000_000, "depth": 50, "html": 10_000_000,
                 "chars": 50_000_000}
 CLOSE_WAIT = 1.0  # seconds for the browser to confirm that a failing tab is closing
+FIELD_SHARE = 8  # a field of the result beside js_return starts at budget / 8 chars …
+FIELD_MIN = 100  # … halved while the fields take more than half the budget, down to this
+LIST_SHOWN = 5  # a list in the result (dialogs, new tabs) shows its first items and a count
 OBJECT_GROUP = "ga-exec"
 BRIDGE_JS, SERIALIZE_JS = "bridge.js", "serialize.js"
 ERROR_PAGE = "chrome-error://"
@@ -115,8 +118,7 @@ def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = No
     result["ms"] = round((time.monotonic() - start) * 1000)
     if save_to is not None and result["status"] == "success":
         save(result, save_to)
-    result["js_return"] = fit(result["js_return"], budget)
-    return result
+    return fit_result(result, budget)
 
 
 def run(browser: Browser, tab: Tab, script: str, monitor: bool, timeout: float,
@@ -256,6 +258,34 @@ def save(result: dict, path: Path) -> None:
     preview = text[:PREVIEW_CHARS] + ("..." if len(text) > PREVIEW_CHARS else "")
     result["js_return"] = preview
     result["saved"] = f"{len(text)} chars saved to {path}"
+
+
+def fit_result(result: dict, budget: int) -> dict:
+    """The whole result within about ``budget`` chars: the fields beside ``js_return`` are
+    capped (long texts head+tail, lists to their first items and a count), and
+    ``js_return`` gets what they leave."""
+    share = max(budget // FIELD_SHARE, FIELD_MIN)
+    while True:
+        fitted = {k: v if k == "js_return" else cap(v, share) for k, v in result.items()}
+        rest = len(json.dumps({**fitted, "js_return": None}, ensure_ascii=False))
+        if rest <= budget // 2 or share <= FIELD_MIN:
+            break
+        share = max(share // 2, FIELD_MIN)
+    fitted["js_return"] = fit(result["js_return"], max(budget - rest, FIELD_MIN))
+    return fitted
+
+
+def cap(value: Any, chars: int) -> Any:
+    """``value`` with every text in it at most about ``chars`` and every list its first
+    LIST_SHOWN items and a count."""
+    if isinstance(value, str):
+        return clip(value, chars, " [... {n} chars omitted ...] ")
+    if isinstance(value, dict):
+        return {k: cap(v, chars) for k, v in value.items()}
+    if isinstance(value, list):
+        shown = [cap(v, chars) for v in value[:LIST_SHOWN]]
+        return shown + [f"… {len(value) - LIST_SHOWN} more"] if len(value) > LIST_SHOWN else shown
+    return value
 
 
 def fit(value: Any, limit: int) -> Any:
