@@ -146,6 +146,21 @@ def test_tabs_only_lists_tabs_without_the_page(web_browser, web_site):
     assert "```" not in out
 
 
+def test_a_scan_leaves_the_scripts_of_other_tabs_alone(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    busy = web_site("/busy.html").replace("127.0.0.1", "localhost")  # its own renderer
+    home = web_execute_js(web_browser, f"window.open('{busy}', '_blank', 'noopener'); 1")
+    other = home["newTabs"][0]["id"]
+    assert "BUSY-PAGE" in web_scan(web_browser, switch_tab_id=other)
+    web_execute_js(web_browser, "setTimeout(spin, 0); 1", no_monitor=True)  # spins from now
+    meta, _ = scan(web_browser, switch_tab_id=home["tab_id"])  # while spin() runs
+    assert meta["status"] == "success"
+    r = web_execute_js(web_browser, "document.title", switch_tab_id=other, no_monitor=True)
+    assert r["js_return"] == "SPUN"  # spin() ran to its end
+    target = next(t for t, short in web_browser.short.items() if short == other)
+    web_browser.conn.call("Target.closeTarget", {"targetId": target})
+
+
 def test_unknown_tab_id_is_an_error_listing_the_tabs(web_browser, web_site):
     goto(web_browser, web_site("/nav1.html"))
     meta = web_scan(web_browser, switch_tab_id="99")

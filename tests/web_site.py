@@ -33,6 +33,7 @@ PARAGRAPHS = 150
 COLOUR = (200, 30, 40)  # the background of /colour.html, seen in its screenshots
 LONG_TITLE = 200_000  # chars of /long-title.html's title
 EXIT_WAIT = 10.0  # seconds a process is given to end
+BUSY_MS = 4000  # how long /busy.html's spin() keeps its page's thread busy
 
 
 def _page(title: str, body: str) -> str:
@@ -153,6 +154,9 @@ addEventListener('load', () => setTimeout(() => {
 PAGES = {
     "/article.html": _article(),
     "/div-prose.html": _div_prose(),
+    "/busy.html": _page("Busy", "<p>BUSY-PAGE</p><script>function spin() { const t = Date.now();"
+                        f" while (Date.now() - t < {BUSY_MS}) {{}} document.title = 'SPUN' }}"
+                        "</script>"),
     "/form.html": _page("Form", FORM),
     "/hidden.html": _page("Hidden", HIDDEN),
     "/late.html": _page("Late", LATE),

@@ -228,17 +228,6 @@ class Browser:
             title = ""
         return {"id": self.short[info["targetId"]], "url": url, "title": clip_title(title)}
 
-    def title(self, short: str, fallback: str) -> str:
-        """``document.title`` of an attached tab (CDP's title is the URL right after a
-        load); ``fallback`` for the others."""
-        tab = next((t for t in self.tabs.values() if t.id == short and not t.closed), None)
-        if tab is None:
-            return fallback
-        try:
-            return clip_title(tab.page_value("document.title", timeout=QUICK_TIMEOUT)) or fallback
-        except (WebError, CDPError):
-            return fallback
-
     def new_tabs(self, since: int) -> list[dict]:
         """Page targets created after ``len(self.created)`` was ``since`` and still open."""
         with self._state:

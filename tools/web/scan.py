@@ -79,10 +79,12 @@ def settle(tab: Tab) -> None:
 
 
 def tabs_metadata(browser: Browser, active: Tab | None, title: str | None = None) -> dict:
+    """The tab list: titles as the browser reports them (no tab is asked, a busy one would
+    hold the scan up), the scanned tab's as its page said."""
     tabs = browser.tab_list() if browser.running else []
-    titles = {} if active is None or title is None else {active.id: title}
     for t in tabs:
-        t["title"] = titles.get(t["id"]) or browser.title(t["id"], t["title"])
+        if active is not None and title and t["id"] == active.id:
+            t["title"] = title
         if len(t["url"]) > URL_CHARS:
             t["url"] = t["url"][:URL_CHARS] + "..."
     meta = {"tabs_count": len(tabs), "tabs": tabs}
