@@ -220,3 +220,10 @@ def test_script_from_a_js_file_or_the_replys_code_block(tmp_path):
     reply = "Let me read it.\n```javascript\ndocument.title\n```"
     assert resolve_script("", reply, tmp_path).strip() == "document.title"
     assert resolve_script("missing.js", "", tmp_path) == "missing.js"
+
+
+def test_a_js_path_with_a_tilde_is_read_from_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "s.js").write_text("2 + 2", encoding="utf-8")
+    assert resolve_script("~/s.js", "", tmp_path / "elsewhere") == "2 + 2"
+

@@ -87,7 +87,7 @@ def resolve_script(script: str, reply_text: str, cwd: Path) -> str:
     script = script or last_code_block(reply_text or "", "javascript") or ""
     name = script.strip()
     if name.endswith(".js") and "\n" not in name:
-        path = (cwd / name).expanduser()
+        path = cwd / Path(name).expanduser()
         if path.is_file():
             return path.read_text(encoding="utf-8", errors="replace")
     return script
