@@ -269,7 +269,8 @@ class GenericAgentHandler(BaseHandler):
         """
         code = execute.resolve_script(script, getattr(response, "content", "") or "", self.cwd)
         if not code.strip():
-            return StepOutcome({"status": "error", "msg": self.t("js_missing")}, next_prompt="\n")
+            return StepOutcome({"status": "failed", "error": self.t("js_missing")},
+                               next_prompt="\n")
         shown = squeeze(code, 60, self.parent.redactor)
         yield f"[Action] Running JavaScript in the browser: {shown}\n"
         result = execute.web_execute_js(

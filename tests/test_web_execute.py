@@ -6,9 +6,13 @@ import json
 import re
 import socket
 import threading
+from types import SimpleNamespace
 
+from genutil import drain
 from web_site import goto, web_browser, web_site
 
+from ga import GenericAgent, GenericAgentHandler
+from llmcore.scripted import ScriptedClient
 from tools.web.execute import resolve_script, web_execute_js
 from tools.web.scan import web_scan
 from tools.web.tab import TERMINATE_WAIT
@@ -227,3 +231,10 @@ def test_a_js_path_with_a_tilde_is_read_from_home(tmp_path, monkeypatch):
     (tmp_path / "s.js").write_text("2 + 2", encoding="utf-8")
     assert resolve_script("~/s.js", "", tmp_path / "elsewhere") == "2 + 2"
 
+
+def test_an_empty_script_is_a_failed_result_with_an_error(home):
+    agent = GenericAgent(ScriptedClient([]), home=home)
+    handler = GenericAgentHandler(agent, agent.cwd)
+    _, outcome = drain(handler.dispatch("web_execute_js", {"script": " "},
+                                        SimpleNamespace(content="", thinking="")))
+    assert outcome.data["status"] == "failed" and "No script given" in outcome.data["error"]
