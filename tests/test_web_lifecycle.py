@@ -25,6 +25,7 @@ from llmcore.secrets import EnvPolicy
 from tools.procs import OWNER_FILE, STALE_GRACE_SECONDS
 from tools.web import BrowserConfig
 from tools.web.browser import Browser
+from tools.web.cdp import Connection
 from tools.web.execute import web_execute_js
 from tools.web.launch import RUN_PREFIX, SHORT_TMP
 from tools.web.scan import web_scan
@@ -84,6 +85,7 @@ HOLDER = """
 import json, sys
 from tools.procs import runtime_dir
 from tools.web.browser import Browser
+from tools.web.cdp import Connection
 b = Browser()
 b.tab()
 print(json.dumps({"browser": b.launched.proc.pid, "runtime": str(runtime_dir()),
@@ -140,6 +142,40 @@ def test_a_crashed_tab_is_said_so_and_loaded_again(web_site):
         assert "loaded again" in r["error"] and "timeout" not in r["error"]
         r = web_execute_js(browser, "location.pathname", no_monitor=True)
         assert r["status"] == "success" and r["js_return"] == "/nav1.html"
+    finally:
+        browser.close()
+
+
+LOADED = ("new Promise(r => document.readyState === 'complete' ? r()"
+          " : addEventListener('load', () => r()))")
+
+
+def wait_loaded(browser: Browser, target: str) -> None:
+    """Wait until the page of ``target`` has loaded, asked on a connection of our own (the
+    browser's tools do not touch the tab)."""
+    own = Connection(browser.launched.ws_url)
+    try:
+        session = own.call("Target.attachToTarget", {"targetId": target, "flatten": True})
+        own.call("Runtime.evaluate", {"expression": LOADED, "awaitPromise": True},
+                 session["sessionId"])
+    finally:
+        own.close()
+
+
+def test_a_tab_that_crashed_before_its_first_use_is_loaded_again(web_site):
+    need_browser()
+    browser = Browser()
+    try:
+        goto(browser, web_site("/nav1.html"))
+        popup = web_execute_js(browser, "document.querySelector('button').click()")["newTabs"][0]
+        target = next(t for t, short in browser.short.items() if short == popup["id"])
+        wait_loaded(browser, target)
+        for pid in renderers(browser):
+            os.kill(pid, signal.SIGKILL)
+        assert browser.wait_targets(lambda: target in browser.crashed, EXIT_WAIT)
+        out = web_scan(browser, switch_tab_id=popup["id"])
+        assert out.startswith('{"status": "success"') and "PAGE-TWO-BODY" in out, out
+        assert "had crashed" in out and "reloaded" in out
     finally:
         browser.close()
 

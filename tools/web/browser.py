@@ -333,6 +333,11 @@ class Browser:
         tab = Tab(self, target, self._session(target))
         self.sessions[tab.session.id] = tab  # its events from now on
         try:
+            status = self.crashed.get(target)
+            if status:  # a crashed page answers nothing until it is loaded again
+                tab.reload()
+                self.crashed.pop(target, None)
+                self.notice = CRASH_NOTE.format(tab=tab.id, status=status, how="reloaded")
             tab.setup()
         except (CDPError, WebError):
             self.sessions.pop(tab.session.id, None)
