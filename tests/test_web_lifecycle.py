@@ -130,7 +130,7 @@ def test_a_crashed_tab_is_said_so_and_loaded_again(web_site):
         goto(browser, web_site("/nav1.html"))
         for pid in renderers(browser):
             os.kill(pid, signal.SIGKILL)
-        assert browser.wait_targets(lambda: browser.crashed, EXIT_WAIT)
+        assert browser.wait_targets(lambda: browser.active in browser.crashed, EXIT_WAIT)
         out = web_scan(browser)
         assert out.startswith('{"status": "success"') and "PAGE-ONE-BODY" in out
         assert "had crashed" in out and "reloaded" in out
