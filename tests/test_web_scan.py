@@ -234,3 +234,21 @@ def test_a_huge_title_is_cut_in_the_tab_list_and_the_page_line(web_browser, web_
     assert len(text.splitlines()[0]) < 300
     r = web_execute_js(web_browser, "document.title.length", no_monitor=True)
     assert r["js_return"] == LONG_TITLE + 4 and len(json.dumps(r)) < 1_000
+
+
+def test_a_ticking_text_does_not_keep_a_page_from_settling_but_a_new_element_does(
+        web_browser, web_site):
+    goto(web_browser, web_site("/blank.html"))
+    tab = web_browser.tab()
+
+    def change(script: str) -> float:
+        """Run ``script`` in the page; the page's clock just before it (the observer has run
+        by the time the script's promise settles)."""
+        result = web_execute_js(web_browser, f"const t = performance.now(); {script}; "
+                                "await new Promise(r => setTimeout(r, 0)); t", no_monitor=True)
+        return result["js_return"]
+
+    ticked = change("document.querySelector('p').textContent = '12:00:01'")  # a clock ticks
+    assert tab.page_value("window.__ga.lastMutation") < ticked  # no redraw: still settled
+    added = change("document.body.append(document.createElement('section'))")
+    assert tab.page_value("window.__ga.lastMutation") >= added  # drawing again

@@ -11,6 +11,7 @@
   const TITLE_CHARS = 100, PAGE_URL_CHARS = 300;  // in the [page] line
   const MIN_FONT_PX = 1, COLOUR_NEAR = 10;  // smaller text, or this close to its background: unseen
   const LONG_AGO = 1e9;  // ms, for a page that draws nothing after its load
+  const SMALL_TEXT = 40;  // chars: a text change this short (a ticking clock) is no redraw
   const ASK = 'ga-node-ask', ANSWER = 'ga-node';  // ga(N) in the main world <-> the registry
   const CONTROLS = new Set(['input', 'select', 'textarea']);  // kept when styled opacity:0
   const SKIP = new Set(['script', 'style', 'noscript', 'template', 'head', 'meta', 'link',
@@ -481,8 +482,19 @@
       .map((f) => [f, f.value, f.checked]);
   }
 
+  // A change the page is still drawing: elements come or go, or a longer text. A clock or a
+  // counter that ticks (short text) or an attribute that animates never lets a page settle.
+  function redraws(r) {
+    if (r.type === 'attributes') return false;
+    const long = (node) => (node.data || '').length >= SMALL_TEXT;
+    if (r.type === 'characterData') return long(r.target);
+    for (const n of r.addedNodes) if (n.nodeType === 1 || long(n)) return true;
+    for (const n of r.removedNodes) if (n.nodeType === 1 || long(n)) return true;
+    return false;
+  }
+
   function observe(records) {
-    ga.lastMutation = performance.now();
+    if (records.some(redraws)) ga.lastMutation = performance.now();
     const c = ga.watching;
     if (!c) return;
     for (const r of records) {
@@ -513,8 +525,8 @@
     return true;
   };
 
-  // [ms since the DOM last changed, ms since the page finished loading (0 until then); a
-  // page without scripts draws nothing later: loaded long ago]
+  // [ms since the page last redrew (see redraws), ms since it finished loading (0 until
+  // then); a page without scripts draws nothing later: loaded long ago]
   ga.idle = function () {
     const now = performance.now();
     const nav = performance.getEntriesByType('navigation')[0];

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 from llmcore.images import Picture, load_image
 
@@ -69,13 +70,15 @@ def read_page(tab: Tab, budget: int, text_only: bool = False, viewport: bool = F
 
 
 def settle(tab: Tab) -> None:
-    """Wait (bounded) for the load, in-flight requests and DOM changes to end."""
+    """Wait (bounded) for the load, then for in-flight requests and redrawing to end: at
+    most ``SETTLE_MAX`` for both together."""
     loads = tab.loads
     if not tab.ensure_page_js():
         tab.wait(lambda: tab.loads > loads, LOAD_WAIT)
         tab.ensure_page_js()
+    deadline = time.monotonic() + SETTLE_MAX
     tab.network_idle(QUIET, SETTLE_MAX)
-    tab.dom_quiet(QUIET, SETTLE_MAX, after_load=LOAD_QUIET)
+    tab.dom_quiet(QUIET, max(deadline - time.monotonic(), 0), after_load=LOAD_QUIET)
 
 
 def tabs_metadata(browser: Browser, active: Tab | None, title: str | None = None) -> dict:
