@@ -141,7 +141,9 @@ UNSEEN = """
 <div style="position:relative"><div style="position:absolute;color:#fff">SEEN-OVER-IMAGE</div></div>
 <p class="fade">SEEN-FADING-IN</p>
 <label><input type="checkbox" checked style="opacity:0"> SEEN-STYLED-BOX</label>
-<p style="color:#f0f0f0">SEEN-LIGHT-GREY</p>"""
+<p style="color:#f0f0f0">SEEN-LIGHT-GREY</p>
+<p style="transform:scale(0)">UNSEEN-SCALED-AWAY</p>
+<div style="content-visibility:hidden">UNSEEN-CONTENT-VISIBILITY <b>UNSEEN-SKIPPED</b></div>"""
 
 TIMER = """
 <p id="status">Waiting</p>

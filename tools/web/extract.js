@@ -147,7 +147,9 @@
     if (r.width <= 1 || r.height <= 1) {
       const s = style(el);
       if (s.overflow !== 'visible' || (s.position === 'absolute' && s.clip !== 'auto')) return 1;
+      if (s.transform !== 'none' && r.width === 0 && r.height === 0) return 1;  // scaled away
     }
+    if (style(el).contentVisibility === 'hidden') return 1;  // its content is never drawn
     if (r.right + win.scrollX <= 0 || bottom <= 0) return 1;
     if (ctx.band && win === window && (bottom < ctx.band[0] || top > ctx.band[1])) return 1;
     ctx.y = top;
