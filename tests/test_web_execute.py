@@ -9,7 +9,7 @@ import threading
 from types import SimpleNamespace
 
 from genutil import drain
-from web_site import goto, web_browser, web_site
+from web_site import close_tabs, goto, web_browser, web_site
 
 from ga import GenericAgent, GenericAgentHandler
 from llmcore.scripted import ScriptedClient
@@ -107,7 +107,7 @@ def test_window_open_lists_the_new_tab_and_switching_works(web_browser, web_site
     assert "PAGE-TWO-BODY" in out
     r = web_execute_js(web_browser, "location.pathname", switch_tab_id=home)
     assert r["tab_id"] == home and r["js_return"] == "/nav1.html"
-    web_browser.conn.call("Target.closeTarget", {"targetId": web_browser.tab(new["id"]).target_id})
+    close_tabs(web_browser, web_browser.tab(new["id"]).target_id)
     web_browser.tab(home)
 
 
@@ -129,8 +129,7 @@ def test_a_dialog_in_a_new_tab_blocks_neither_it_nor_its_opener(web_browser, web
     assert "POPUP-DIALOG-BODY" in out, out
     r = web_execute_js(web_browser, "document.title", switch_tab_id=r["tab_id"])
     assert r["status"] == "success" and r["js_return"] == "Page one", r
-    target = next(t for t, short in web_browser.short.items() if short == popup)
-    web_browser.conn.call("Target.closeTarget", {"targetId": target})
+    close_tabs(web_browser, next(t for t, short in web_browser.short.items() if short == popup))
 
 
 def test_runaway_script_is_terminated_and_the_tab_stays_usable(web_browser, web_site):
@@ -213,9 +212,8 @@ def test_the_whole_result_keeps_to_the_budget(web_browser, web_site):
                        budget=budget)
     assert r["status"] == "success" and r["newTabs"][0]["url"].endswith("qqq")
     assert len(json.dumps(r, ensure_ascii=False)) < budget * 1.1
-    for target, short in list(web_browser.short.items()):
-        if short != r["tab_id"] and target in web_browser.targets:
-            web_browser.conn.call("Target.closeTarget", {"targetId": target})
+    close_tabs(web_browser, *[target for target, short in list(web_browser.short.items())
+                              if short != r["tab_id"] and target in web_browser.targets])
 
 
 def test_script_from_a_js_file_or_the_replys_code_block(tmp_path):

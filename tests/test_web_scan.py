@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 import re
 
-from web_site import LONG_TITLE, PARAGRAPHS, SECRET_PASSWORD, goto, web_browser, web_site
+from web_site import (
+    LONG_TITLE,
+    PARAGRAPHS,
+    SECRET_PASSWORD,
+    close_tabs,
+    goto,
+    web_browser,
+    web_site,
+)
 
 from tools.web.execute import web_execute_js
 from tools.web.scan import web_scan
@@ -157,8 +165,7 @@ def test_a_scan_leaves_the_scripts_of_other_tabs_alone(web_browser, web_site):
     assert meta["status"] == "success"
     r = web_execute_js(web_browser, "document.title", switch_tab_id=other, no_monitor=True)
     assert r["js_return"] == "SPUN"  # spin() ran to its end
-    target = next(t for t, short in web_browser.short.items() if short == other)
-    web_browser.conn.call("Target.closeTarget", {"targetId": target})
+    close_tabs(web_browser, next(t for t, short in web_browser.short.items() if short == other))
 
 
 def test_unknown_tab_id_is_an_error_listing_the_tabs(web_browser, web_site):
@@ -180,9 +187,7 @@ def test_long_urls_in_the_tab_list_are_cut(web_browser, web_site):
 
 def test_no_tab_left_opens_one(web_browser, web_site):
     goto(web_browser, web_site("/nav1.html"))
-    for target in list(web_browser.targets):
-        web_browser.conn.call("Target.closeTarget", {"targetId": target})
-    assert web_browser.wait_targets(lambda: not web_browser.targets, 10)
+    close_tabs(web_browser, *web_browser.targets)
     meta, text = scan(web_browser)
     assert meta["status"] == "success", meta
     assert meta["metadata"]["tabs_count"] == 1

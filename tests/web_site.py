@@ -264,6 +264,14 @@ def goto(browser: Browser, url: str) -> dict:
     return result
 
 
+def close_tabs(browser: Browser, *targets: str) -> None:
+    """Close these tabs and wait until the browser says they are gone, so the next web call
+    (of this test or the next one) never meets a tab half-closed."""
+    for target in targets:
+        browser.conn.call("Target.closeTarget", {"targetId": target})
+    assert browser.wait_targets(lambda: not set(targets) & set(browser.targets), EXIT_WAIT)
+
+
 def running_with(marker: str) -> list[int]:
     """Live (not zombie) processes whose command line mentions ``marker``."""
     found = []
