@@ -410,6 +410,15 @@ def _shrink_code(m: re.Match) -> str:
     return f"```{lang}\n{preview}\n  ... ({len(body)} lines)\n```"
 
 
+_ANSWER_NOISE = re.compile(r"<summary>.*?</summary>|<thinking>.*?</thinking>", re.DOTALL)
+
+
+def answer_text(text: str) -> str:
+    """A final reply as the user gets it: without the ``<summary>`` line the runtime asks
+    for, nor inline ``<thinking>``."""
+    return _ANSWER_NOISE.sub("", text).strip()
+
+
 def _clean_content(text: str) -> str:
     """Shorten model text for the console (SPEC §2)."""
     if not text:

@@ -25,6 +25,7 @@ from agent_loop import (
     Hooks,
     StepOutcome,
     agent_runner_loop,
+    answer_text,
     json_default,
     log,
 )
@@ -762,8 +763,8 @@ def task_end_event(result: dict, turns: int) -> dict:
         end["text"] = data["data"]["question"]
     elif isinstance(data, dict) and data.get("status") == "FAILED":
         end.update(result="FAILED", error=data.get("error"), text=data.get("error", ""))
-    elif isinstance(data, str):
-        end["text"] = data
+    elif isinstance(data, str):  # the answer as the user gets it, everywhere
+        end["text"] = answer_text(data) if end["result"] == "CURRENT_TASK_DONE" else data
     elif data is not None:
         end["text"] = json.dumps(data, ensure_ascii=False, default=json_default)
     return end

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import IO, Callable
 
-from agent_loop import _clean_content, _compact_tool_args, json_default
+from agent_loop import _clean_content, _compact_tool_args, answer_text, json_default
 from tools import clip
 
 from .signals import held
@@ -23,7 +23,6 @@ OUTCOME_CHARS = 300  # an error message on a tool's outcome line
 PANEL_CHARS = 4000
 ASK_USER = "ask_user"  # its question is shown once, at the end of the task
 SUMMARY_TAG = re.compile(r"<summary>(.*?)</summary>\s*", re.DOTALL)
-ANSWER_NOISE = re.compile(r"<summary>.*?</summary>|<thinking>.*?</thinking>", re.DOTALL)
 LIVE_MARGIN_ROWS = 3  # rows left free below the live reply preview
 ESTIMATE_MARK = "≈"  # before token counts estimated from characters
 LIVE_PAINT_SECONDS = 1 / 15  # repaint the live preview at most this often, not per chunk
@@ -58,7 +57,7 @@ def final_answer(end: dict) -> str:
     """The answer of a finished task as the user should get it: no ``<summary>`` markup."""
     if end.get("result") != "CURRENT_TASK_DONE":
         return ""
-    return ANSWER_NOISE.sub("", str(end.get("text") or "")).strip()
+    return answer_text(str(end.get("text") or ""))
 
 
 def tool_outcome(data: object) -> tuple[str, bool]:

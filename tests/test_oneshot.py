@@ -117,6 +117,15 @@ def test_json_mode_prints_only_json_events(capsys, tmp_path):
                           "text": "done", "session_id": sid}
 
 
+def test_the_task_end_text_is_the_answer_without_summary_markup(capsys, tmp_path):
+    model = script(tmp_path, [{"text": "<summary>all checked</summary>The answer is 42."}])
+    assert main(["-m", model, "--json", "go"]) == 0
+    end = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert end["type"] == "task_end" and end["text"] == "The answer is 42."
+    journal = next((tmp_path / "home" / "sessions").glob("*.jsonl")).read_text()
+    assert '"text": "The answer is 42."' in journal
+
+
 def test_json_ask_user_carries_question_and_candidates(capsys, tmp_path):
     model = script(tmp_path, [{"tool_calls": [
         {"name": "ask_user", "args": {"question": "Q?", "candidates": ["a"]}}]}])
