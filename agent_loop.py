@@ -354,6 +354,7 @@ def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], 
     turn, exit_reason, response = 0, {}, None
     tool_calls: list[dict] = []
     tool_results: list[dict] = []
+    closed = 0  # the last turn turn_after was fired for
     while turn < handler.max_turns:
         turn += 1
         handler.current_turn = turn
@@ -387,6 +388,7 @@ def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], 
                                                 "\n".join(next_prompts), exit_reason)
         ctx.update(next_prompt=next_prompt, tool_results=tool_results)
         hooks.fire("turn_after", ctx)
+        closed = turn
         if handler.exit_request:
             break
         content = redact(next_prompt) if redact else next_prompt  # a tool may put data here
@@ -395,6 +397,9 @@ def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], 
         exit_reason = handler.exit_request
     elif exit_reason and response is not None:
         handler.turn_end_callback(response, tool_calls, tool_results, turn, "", exit_reason)
+    if turn > closed:  # the last turn ended the task: it ends for plugins too
+        ctx.update(next_prompt="", tool_results=tool_results)
+        hooks.fire("turn_after", ctx)
     ctx["exit_reason"] = exit_reason
     hooks.fire("agent_after", ctx)
     return exit_reason or {"result": "MAX_TURNS_EXCEEDED", "data": None}

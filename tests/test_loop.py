@@ -189,6 +189,16 @@ def test_failing_hook_is_reported_and_never_breaks_the_loop(caplog):
     assert fired[-1] == "agent_after"
 
 
+def test_every_turn_a_plugin_sees_begin_also_ends_the_last_one_included():
+    handler = EchoHandler()
+    seen = []
+    for event in ("turn_before", "turn_after", "agent_after"):
+        handler.hooks.on(event, lambda ctx, e=event: seen.append((e, ctx["turn"])))
+    drive([{"tool_calls": [{"name": "plain", "args": {}}]}, {"text": "ok"}], handler)
+    assert seen == [("turn_before", 1), ("turn_after", 1), ("turn_before", 2),
+                    ("turn_after", 2), ("agent_after", 2)]
+
+
 def test_unknown_hook_event_fails_at_registration():
     import pytest
 
