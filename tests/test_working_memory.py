@@ -148,6 +148,36 @@ def test_anchor_earlier_context_folds_per_user_request_every_4th_turn(handler):
     assert "<earlier_context>" not in handler._get_anchor_prompt()
 
 
+def test_anchor_earlier_context_only_when_history_exceeds_30_lines(handler):
+    handler.current_turn = 4
+    handler.history_info[:] = ["[USER] t"] + [f"[Agent] s{i}" for i in range(29)]
+    assert "<earlier_context>" not in handler._get_anchor_prompt()  # 30 lines: all in history
+    handler.history_info.append("[Agent] s29")
+    anchor = handler._get_anchor_prompt()
+    assert "<earlier_context>\n[USER] t\n</earlier_context>" in anchor  # line 1 of 31 folded
+
+
+def test_anchor_folds_a_run_of_direct_answers_to_a_bare_agent_tag(handler):
+    direct = "[Agent] answered the user directly"
+    handler.history_info[:] = (["[USER] hi", direct, "[USER] more", "[Agent] a", direct]
+                               + [f"[Agent] s{i}" for i in range(30)])
+    handler.current_turn = 4
+    anchor = handler._get_anchor_prompt()
+    earlier = anchor.split("<earlier_context>\n")[1].split("\n</earlier_context>")[0]
+    assert earlier.split("\n") == ["[USER] hi", "[Agent]（1 turns）", "[USER] more",
+                                   "[Agent]（2 turns）"]
+
+
+def test_anchor_has_no_key_info_or_sop_line_when_unset_or_cleared(handler):
+    handler.current_turn = 3
+    bare = handler._get_anchor_prompt()
+    assert "<key_info>" not in bare and "re-read" not in bare
+    call(handler, "update_working_checkpoint", {"key_info": "KEY", "related_sop": "s.md"})
+    assert "<key_info>KEY</key_info>" in handler._get_anchor_prompt()
+    _, outcome = call(handler, "update_working_checkpoint", {"key_info": "", "related_sop": ""})
+    assert "<key_info>" not in outcome.next_prompt and "re-read" not in outcome.next_prompt
+
+
 def test_anchor_related_sop_reminder_in_chinese(home):
     agent = GenericAgent(ScriptedClient([]), home=home, lang="zh")
     h = GenericAgentHandler(agent)
