@@ -213,9 +213,28 @@ def test_summary_is_squeezed_to_a_short_line(handler):
     assert len(line) <= len("[Agent] ") + 90 and "\n" not in line
 
 
+def test_summary_fallback_without_reply_text_names_the_tool_or_a_direct_answer(handler):
+    calls = [{"tool_name": "file_read", "args": {"path": "a.txt", "_index": 0}, "id": "x"}]
+    end_turn(handler, 1, "<thinking>only thoughts</thinking>", calls=calls)
+    assert handler.history_info[-1] == '[Agent] file_read, args: {"path": "a.txt"}'
+    end_turn(handler, 2, "", calls=[{"tool_name": "no_tool", "args": {}, "id": ""}])
+    assert handler.history_info[-1] == "[Agent] answered the user directly"
+
+
+def test_summary_line_masks_a_key(home):
+    from llmcore.secrets import MASK, Redactor
+
+    key = "sk-test-" + "a1B2c3D4" * 4
+    agent = GenericAgent(ScriptedClient([]), home=home, redactor=Redactor([key]))
+    h = GenericAgentHandler(agent)
+    end_turn(h, 1, f"<summary>logged in with {key}</summary>")
+    assert key not in h.history_info[-1] and MASK in h.history_info[-1]
+
+
 def test_missing_summary_tip_only_when_a_tool_was_called(handler):
     out = end_turn(handler, 1, "no summary here")
     assert "must include <summary>" in out
+    assert "must include <summary>" not in end_turn(handler, 2, "<summary>did it</summary>")
     no_tool = [{"tool_name": "no_tool", "args": {}, "id": ""}]
     out = end_turn(handler, 2, "final answer", calls=no_tool)
     assert "<summary>" not in out
