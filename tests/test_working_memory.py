@@ -246,6 +246,9 @@ def test_passed_sessions_counts_turns_and_warns_at_each_multiple_of_7(handler):
         out = end_turn(handler, turn, calls=[{"tool_name": "file_read",
                                               "args": {"path": str(turn)}, "id": "i"}])
         warnings[turn] = "[DANGER]" in out and "without a checkpoint" in out
+        if turn == 7:
+            assert "Call update_working_checkpoint to save key context" in out
+            assert "switch strategy; re-read the relevant SOPs" in out
     assert handler.working["passed_sessions"] == 21
     assert [t for t, w in warnings.items() if w] == [7, 14, 21]
 
@@ -274,6 +277,7 @@ def test_periodic_reminders(handler):
     assert "to a **file**" in end_turn(handler, 31)
     assert "to a **file**" not in end_turn(handler, 30)
     assert "Call ask_user" in end_turn(handler, 175)
+    assert "Call ask_user" not in end_turn(handler, 174)
     handler.working["in_plan_mode"] = "plan.md"
     assert "Call ask_user to summarize" not in end_turn(handler, 350)
 
@@ -283,6 +287,23 @@ def test_insight_reinjected_every_10_turns(handler):
     assert insight
     assert insight in end_turn(handler, 10)
     assert insight not in end_turn(handler, 11)
+
+
+@pytest.mark.parametrize(("settings", "turn", "needle"), [
+    ({"ask_user_every": 4}, 4, "Call ask_user to summarize"),
+    ({"insight_every": 3}, 3, "L1"),
+    ({"plan_hint_every": 3, "plan_hint_after": 0}, 3, "[Plan Hint]"),
+    ({"plan_limit_turns": 6}, 6, "Plan mode has run 6 turns"),
+])
+def test_reminder_intervals_configurable(home, settings, turn, needle):
+    agent = GenericAgent(ScriptedClient([]), home=home, settings=Settings(**settings))
+    agent.system_prompt()  # seeds the memory, as the first task does
+    h = GenericAgentHandler(agent)
+    needle = insight_reminder(h.memory).strip() if needle == "L1" else needle
+    if "plan" in str(settings):
+        h.working["in_plan_mode"] = "plan.md"
+    assert needle not in end_turn(h, turn - 1)
+    assert needle in end_turn(h, turn)
 
 
 def test_reminder_texts_configurable(home):
@@ -301,6 +322,11 @@ def test_plan_mode_hints_and_limit(handler, tmp_path):
     assert out.startswith("[Plan Hint]") and str(plan) in out
     assert not end_turn(handler, 16).startswith("[Plan Hint]")
     assert "Plan mode has run 190 turns" in end_turn(handler, 190)
+
+
+def test_no_plan_hint_or_plan_limit_outside_plan_mode(handler):
+    assert "[Plan Hint]" not in end_turn(handler, 15)
+    assert "Plan mode has run" not in end_turn(handler, 190)
 
 
 def test_plan_mode_refuses_completion_without_verification(handler, tmp_path):
