@@ -12,7 +12,6 @@ from .store import MemoryStore
 from .texts import WEEKDAYS, text
 
 MIN_LTU_TURN = 10  # start_long_term_update is refused before this turn
-INSIGHT_REINJECT_TURNS = 10  # the handler re-sends the L1 insight every this many turns
 
 
 def structure_note(store: MemoryStore, lang: str = "en") -> str:
@@ -43,7 +42,7 @@ def build_system_prompt(store: MemoryStore, lang: str = "en", extra: str = "",
 
 
 def insight_reminder(store: MemoryStore, lang: str = "en") -> str:
-    """The L1 text re-injected every ``INSIGHT_REINJECT_TURNS`` turns ("" without L1)."""
+    """The L1 text the handler re-injects every ``insight_every`` turns ("" without L1)."""
     insight = store.insight().strip()
     if not insight:
         return ""
