@@ -46,6 +46,7 @@ from memory.working import (
     Settings,
     call_signature,
     claims_completion,
+    drop_rendered,
     fold_earlier,
     has_verification,
     is_code_block_only,
@@ -65,7 +66,6 @@ from tools.web.browser import Browser
 CODE_OUTPUT_CHARS = 10_000
 READ_OUTPUT_CHARS = 15_000
 USER_TOOLS = ("ask_user", "start_long_term_update")
-STALE_PREFIX = "[Note] key_info"
 STREAMED = {"text": "delta", "thinking": "delta", "progress": "text"}  # event type -> its text
 
 
@@ -496,9 +496,8 @@ class GenericAgentHandler(BaseHandler):
             return
         tasks = previous.working.get("passed_tasks", 0) + 1
         self.working["passed_tasks"] = tasks
-        kept = [ln for ln in self.working["key_info"].split("\n")
-                if not ln.startswith(STALE_PREFIX)]
-        self.working["key_info"] = "\n".join(kept + [self.t("stale_key_info", n=tasks)])
+        kept = drop_rendered(self.working["key_info"], self.t.table["stale_key_info"])
+        self.working["key_info"] = kept + "\n" + self.t("stale_key_info", n=tasks)  # replaced
 
 
 class GenericAgent:

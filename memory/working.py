@@ -1,12 +1,14 @@
 """The working-memory rules that need no handler: their settings (config ``agent:``), the
 one-line squeeze of a summary, the repeated-call signature, folding older summary lines,
-plan-mode checks and picking an ``ask_user`` answer. ``ga.GenericAgentHandler`` applies them.
+dropping a line a text template rendered, plan-mode checks and picking an ``ask_user``
+answer. ``ga.GenericAgentHandler`` applies them.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import string
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -96,6 +98,13 @@ def fold_earlier(lines: list[str], fallback: str, max_parts: int) -> str:
         else:
             count, last = count + 1, line
     return "\n".join(parts[:-1][-max_parts:])
+
+
+def drop_rendered(text: str, template: str) -> str:
+    """``text`` without what ``template`` rendered in it, whatever number filled it."""
+    body = "".join(re.escape(literal) + (r"\d+" if name is not None else "")
+                   for literal, name, _, _ in string.Formatter().parse(template))
+    return re.sub(rf"\n?{body}", "", text)
 
 
 def claims_completion(text: str) -> bool:

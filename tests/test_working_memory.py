@@ -422,6 +422,18 @@ def test_key_info_carried_to_next_task_with_one_staleness_line(run_agent):
     assert "<history>\n[USER] task one" in first_msg_task3  # the block is whole
 
 
+def test_staleness_line_with_a_configured_text_is_replaced_not_stacked(run_agent):
+    settings = Settings(texts={"stale_key_info": "(old: {n} tasks back; {{clear}} it if new)"})
+    first = [{"text": "<summary>s</summary>", "tool_calls": [
+        {"name": "update_working_checkpoint", "args": {"key_info": "target box7"}}]},
+        {"text": "done 1"}]
+    agent, _, _ = run_agent(first, settings=settings)
+    for _ in range(2):
+        run_agent([{"text": "done"}], agent=agent)
+    line = "(old: 2 tasks back; {clear} it if new)"
+    assert agent.handler.working["key_info"] == "target box7\n" + line
+
+
 def test_passed_sessions_keeps_counting_across_tasks(run_agent):
     steps = [{"text": "<summary>s</summary>", "tool_calls": [
         {"name": "update_working_checkpoint", "args": {"key_info": "K"}}]},
