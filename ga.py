@@ -492,12 +492,11 @@ class GenericAgentHandler(BaseHandler):
         for key in ("key_info", "related_sop", "passed_sessions"):
             if key in previous.working:
                 self.working[key] = previous.working[key]
-        if not self.working.get("key_info"):
-            return
         tasks = previous.working.get("passed_tasks", 0) + 1
         self.working["passed_tasks"] = tasks
-        kept = drop_rendered(self.working["key_info"], self.t.table["stale_key_info"])
-        self.working["key_info"] = kept + "\n" + self.t("stale_key_info", n=tasks)  # replaced
+        if self.working.get("key_info"):  # the line of the task before is replaced
+            kept = drop_rendered(self.working["key_info"], self.t.table["stale_key_info"])
+            self.working["key_info"] = kept + "\n" + self.t("stale_key_info", n=tasks)
 
 
 class GenericAgent:

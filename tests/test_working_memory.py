@@ -434,6 +434,16 @@ def test_staleness_line_with_a_configured_text_is_replaced_not_stacked(run_agent
     assert agent.handler.working["key_info"] == "target box7\n" + line
 
 
+def test_passed_tasks_counts_tasks_since_a_checkpoint_without_key_info(run_agent):
+    first = [{"text": "<summary>s</summary>", "tool_calls": [
+        {"name": "update_working_checkpoint", "args": {"related_sop": "s.md"}}]},
+        {"text": "done 1"}]
+    agent, _, _ = run_agent(first)
+    for _ in range(2):
+        run_agent([{"text": "done"}], agent=agent)
+    assert agent.handler.working["passed_tasks"] == 2
+
+
 def test_passed_sessions_keeps_counting_across_tasks(run_agent):
     steps = [{"text": "<summary>s</summary>", "tool_calls": [
         {"name": "update_working_checkpoint", "args": {"key_info": "K"}}]},
