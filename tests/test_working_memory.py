@@ -68,6 +68,8 @@ def test_checkpoint_resets_passed_sessions_and_reports(handler):
     assert "<key_info>K</key_info>" in outcome.next_prompt
     progress, _ = call(handler, "update_working_checkpoint", {"key_info": "K"})
     assert progress == ["[Info] Updated key_info.\n"]
+    progress, _ = call(handler, "update_working_checkpoint", {})
+    assert progress == ["[Info] Checkpoint made; nothing changed.\n"]
 
 
 def test_first_turn_checkpoint_adds_do_not_repeat_tip(handler):
