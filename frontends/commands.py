@@ -286,8 +286,21 @@ def print_profiles(cfg: Config, model: str | None) -> list[str]:
         key, problem = key_status(prof, cfg.path)
         where = f" at {prof.base_url}" if prof.base_url else ""
         print(f"  {name}{mark}: {prof.provider} {prof.model}{where}, key {key}")
-        problems.append(problem)
+        problems += [problem, script_problem(prof)]
     return problems
+
+
+def script_problem(prof: Profile) -> str:
+    """The problem of a scripted profile's script file (read and checked as a run would), or ""."""
+    from llmcore.scripted import load_script
+
+    if prof.provider != "scripted":
+        return ""
+    try:
+        load_script(prof.script)
+    except ConfigError as e:
+        return f"{prof.name}: {e}"
+    return ""
 
 
 def key_status(prof: Profile, path: str | None) -> tuple[str, str]:

@@ -5,7 +5,8 @@ Each entry is one model turn: ``text``, optional ``thinking``, optional ``tool_c
 ``stop_reason``, ``usage`` ({input, cached, output}) and ``chunk`` (characters per streamed
 piece, default 8). An entry ``{raise: MESSAGE}``
 (optionally with ``status``) makes that call fail with ``LLMError``. When the script runs
-out the model answers ``(script exhausted)`` with no tool call.
+out the model answers ``(script exhausted)`` with no tool call. The whole script is checked
+when loaded: an unknown field or a value of the wrong type is a ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .base import (
     ChatStream,
@@ -44,9 +45,68 @@ def load_script(path: str | Path) -> list[dict]:
     except (yaml.YAMLError, json.JSONDecodeError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigError(str(p), None, f"invalid script: {first}") from None
-    if not isinstance(data, list) or not all(isinstance(s, dict) for s in data):
+    if not isinstance(data, list):
         raise ConfigError(str(p), None, "a script is a list of turns (mappings)")
-    return data
+    return check_script(data, str(p))
+
+
+def _whole(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _text(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+# field: (test of its value, what it must be) — one table per mapping of the format
+STEP_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "text": (_text, "a string"),
+    "thinking": (_text, "a string"),
+    "tool_calls": (lambda v: v is None or isinstance(v, list), "a list of {name, args} calls"),
+    "raise": (lambda v: isinstance(v, str), "the error message (a string)"),
+    "status": (lambda v: v is None or _whole(v), "an HTTP status (a whole number)"),
+    "stop_reason": (lambda v: isinstance(v, str), "a string"),
+    "usage": (lambda v: isinstance(v, dict), "a mapping {input, cached, output}"),
+    "chunk": (lambda v: _whole(v) and v >= 1, "a whole number of at least 1"),
+}
+CALL_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "name": (lambda v: isinstance(v, str) and bool(v), "the tool's name (a string)"),
+    "args": (lambda v: isinstance(v, dict), "a mapping of argument names to values"),
+    "raw_args": (lambda v: isinstance(v, str), "the arguments as JSON text (a string)"),
+}
+USAGE_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    k: (lambda v: _whole(v) and v >= 0, "a whole number of tokens")
+    for k in ("input", "cached", "output")
+}
+
+
+def _check_fields(where: str | None, field: str, value: Any, table: dict, what: str) -> None:
+    if not isinstance(value, dict):
+        raise ConfigError(where, field, f"expected a mapping ({what})")
+    for key, v in value.items():
+        if key not in table:
+            raise ConfigError(where, f"{field}.{key}",
+                              f"unknown field; known: {', '.join(table)}")
+        test, must = table[key]
+        if not test(v):
+            raise ConfigError(where, f"{field}.{key}", f"must be {must}, not {v!r}")
+
+
+def check_script(steps: list, where: str | None = None) -> list[dict]:
+    """``steps`` if each is a well-formed turn, else one ``ConfigError`` naming ``where`` (the
+    file) and the field, e.g. ``[0].tool_calls[1].name`` — a typo never passes silently."""
+    for i, step in enumerate(steps):
+        _check_fields(where, f"[{i}]", step, STEP_FIELDS, "text, tool_calls, …")
+        if isinstance(step.get("usage"), dict):
+            _check_fields(where, f"[{i}].usage", step["usage"], USAGE_FIELDS, "token counts")
+        for j, call in enumerate(step.get("tool_calls") or []):
+            field = f"[{i}].tool_calls[{j}]"
+            _check_fields(where, field, call, CALL_FIELDS, "name, args or raw_args")
+            if "name" not in call:
+                raise ConfigError(where, f"{field}.name", "missing: the tool to call")
+            if "args" in call and "raw_args" in call:
+                raise ConfigError(where, field, "give args or raw_args, not both")
+    return steps
 
 
 def _chunks(text: str, size: int = CHUNK_CHARS):
@@ -60,12 +120,7 @@ class ScriptedClient:
     def __init__(self, script: list[dict] | str | Path, name: str = "scripted",
                  vision: bool = True):
         self.vision = vision  # whether the scripted "model" takes images (profile ``vision:``)
-        self.steps = list(script) if isinstance(script, list) else load_script(script)
-        for i, step in enumerate(self.steps):
-            size = step.get("chunk", CHUNK_CHARS)
-            if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-                where = None if isinstance(script, list) else str(script)
-                raise ConfigError(where, f"[{i}].chunk", "must be a whole number of at least 1")
+        self.steps = check_script(list(script)) if isinstance(script, list) else load_script(script)
         self.name = name
         self.model = name
         self.pos = 0

@@ -212,10 +212,25 @@ def test_config_check_lists_profiles_with_keys_only_as_set_or_unset(home, monkey
 
 
 def test_config_check_of_a_valid_config_is_ok(home, tmp_path, capsys):
+    (tmp_path / "x.yaml").write_text("- text: hi\n")
     (home / "config.yaml").write_text(f"default: s\nmodels:\n  s: {{provider: scripted, "
                                       f"script: {tmp_path / 'x.yaml'}}}\n")
     assert main(["config"]) == 0
     assert capsys.readouterr().out.strip().endswith("ok")
+
+
+@pytest.mark.parametrize("content, words", [
+    (None, "cannot read script"), ("- tool_call: []\n", "[0].tool_call: unknown field")])
+def test_config_check_reads_and_checks_a_scripted_profiles_script(home, tmp_path, capsys,
+                                                                  content, words):
+    path = tmp_path / "s.yaml"
+    if content is not None:
+        path.write_text(content)
+    (home / "config.yaml").write_text(f"default: s\nmodels:\n  s: {{provider: scripted, "
+                                      f"script: {path}}}\n")
+    assert main(["config", "check"]) == 1
+    out = capsys.readouterr().out
+    assert f"problem: s: {path}" in out and words in out and "1 problem(s)" in out
 
 
 # ---- errors that say what to do (SPEC §6/§7) --------------------------------------------

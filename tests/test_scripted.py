@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from genutil import drain
 
-from llmcore.base import LLMError, ThinkingChunk
+from frontends.cli import main
+from llmcore.base import ConfigError, LLMError, ThinkingChunk
 from llmcore.scripted import EXHAUSTED, ScriptedClient
 from tools.texts import lang_from_env
 
@@ -47,6 +48,38 @@ def test_a_step_may_raise():
     client = ScriptedClient([{"raise": "server on fire", "status": 503}])
     with pytest.raises(LLMError, match="server on fire"):
         consume(client.chat([{"role": "user", "content": "go"}]))
+
+
+@pytest.mark.parametrize("content, field, words", [
+    ("- text: 1\n", "[0].text", "must be a string"),
+    ("- {text: hi, tool_calls: [{args: {path: x}}]}\n", "[0].tool_calls[0].name", "missing"),
+    ("- {text: hi}\n- {tool_calls: [{name: a}, {args: {}}]}\n", "[1].tool_calls[1].name",
+     "missing"),
+    ("- {text: hi, tool_calls: x}\n", "[0].tool_calls", "must be a list"),
+    ("- {text: hi, tool_call: [{name: file_read}]}\n", "[0].tool_call", "unknown field"),
+    ("- {tool_calls: [{name: file_read, args: [1, 2]}]}\n", "[0].tool_calls[0].args",
+     "must be a mapping"),
+    ("- {tool_calls: [{name: f, raw_args: {a: 1}}]}\n", "[0].tool_calls[0].raw_args",
+     "must be the arguments as JSON text"),
+    ("- {tool_calls: [{name: f, arg: {}}]}\n", "[0].tool_calls[0].arg", "unknown field"),
+    ("- {tool_calls: [7]}\n", "[0].tool_calls[0]", "expected a mapping"),
+    ("- hello\n", "[0]", "expected a mapping"),
+    ("- {raise: boom, status: high}\n", "[0].status", "whole number"),
+    ("- {text: a, usage: {input: 1, outptu: 2}}\n", "[0].usage.outptu", "unknown field"),
+    ("- {text: a, chunk: 0}\n", "[0].chunk", "at least 1"),
+])
+def test_a_malformed_script_is_a_config_error_naming_file_and_field(tmp_path, capsys, content,
+                                                                    field, words):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    assert main(["-m", f"scripted:{path}", "hi"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: {field}: " in err and words in err and "Traceback" not in err
+
+
+def test_an_inline_script_is_checked_too():
+    with pytest.raises(ConfigError, match=r"\[0\]\.tool_calls\[0\]\.name: missing"):
+        ScriptedClient([{"tool_calls": [{"args": {}}]}])
 
 
 @pytest.mark.parametrize("env, expect", [
