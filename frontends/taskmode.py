@@ -1,11 +1,11 @@
 """File-based child runs: ``--task DIR`` (conversational, SPEC §7) and ``--func FILE`` (one shot).
 
 Task mode protocol, in ``DIR``: ``input.txt`` holds the prompt; progress streams into
-``output.txt`` and a round ends with a line ``[ROUND END]``; then the child waits for
-``reply.txt`` and writes the next round to ``output1.txt``, ``output2.txt`` … Control files
-are consumed on sight: ``_stop`` aborts the round (or ends the wait), ``_keyinfo`` and
-``_intervene`` reach the working memory / next prompt as [MASTER] (read by the handler).
-``_history.json`` seeds the conversation at start.
+``output.txt`` and a round ends with a line ``[ROUND END]`` (also when a signal ends the
+child); then the child waits for ``reply.txt`` and writes the next round to ``output1.txt``,
+``output2.txt`` … Control files are consumed on sight: ``_stop`` aborts the round (or ends
+the wait), ``_keyinfo`` and ``_intervene`` reach the working memory / next prompt as
+[MASTER] (read by the handler). ``_history.json`` seeds the conversation at start.
 """
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ from tools import procs
 from tools.fsutil import atomic_write, take_file
 
 from .console import TextRenderer, final_answer
-from .runner import Session, read_history_file, report_end
+from .runner import Session, end_message, read_history_file, report_end
+from .signals import STOPS, describe, held
 from .task_input import argv_text
 
 REPLY_WAIT_SECONDS = 600.0  # how long a child waits for reply.txt after a round
 REPLY_WAIT_ENV = "GA_TASK_REPLY_WAIT"  # override in seconds (tests, impatient parents)
 REPLY_POLL_SECONDS = 0.2  # files have no portable change notification: a short poll
 ROUND_END = "[ROUND END]"
+STOPPED = "stopped (_stop file)"  # how a round ended by DIR/_stop is recorded (task_end reason)
 INPUT = "input.txt"
 REPLY = "reply.txt"
 STOP = "_stop"
@@ -110,17 +112,33 @@ def take_prompt(task_dir: Path) -> str:
 
 
 def run_round(session: Session, task_dir: Path, prompt: str, out_path: Path) -> int:
+    """One round into ``out_path``, which ends with how the round ended (unless it simply
+    finished) and ``[ROUND END]`` — also when a signal ends the child: a parent polling for
+    that line never waits forever. A round ended by ``_stop`` is no failure: exit 0."""
     with open(out_path, "w", encoding="utf-8") as out:
         render = TextRenderer(out=out, err=sys.stderr, verbose=session.agent.verbose)
 
         def tick() -> None:
             if take_file(task_dir / STOP) is not None:
-                session.abort()
+                session.abort(STOPPED)
 
-        end = session.run(prompt, render, tick=tick)
-        out.write(f"{ROUND_END}\n")
-        out.flush()
-    return report_end(session, end, answer_hint=False)  # the parent answers with reply.txt
+        try:
+            end = session.run(prompt, render, tick=tick)
+        except STOPS as stop:
+            with held():  # a second signal must not cut the round's last lines
+                end_round(render, describe(stop))
+            raise
+        end_round(render, end_message(end))
+    code = report_end(session, end, answer_hint=False)  # the parent answers with reply.txt
+    return 0 if end.get("reason") == STOPPED else code
+
+
+def end_round(render: TextRenderer, how: str | None) -> None:
+    render.newline()
+    if how:
+        render.out.write(f"■ {how}\n")
+    render.out.write(f"{ROUND_END}\n")
+    render.out.flush()
 
 
 def wait_for_reply(task_dir: Path, wait: float) -> str | None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from frontends.cli import main, options_only
@@ -75,6 +77,83 @@ def test_two_rounds_with_keyinfo_intervene_and_stop(tmp_path, home):
             for b in m["content"]]
     assert any("[MASTER] hurry up" in t for t in sent)
     assert "second question" in sent and "first question" in sent
+
+
+LONG_RUN = {"text": "<summary>long</summary>long run", "tool_calls": [
+    {"name": "code_run", "args": {"type": "bash", "script": "echo started-$((40+2)); sleep 60"}}]}
+
+
+def start_child(tmp_path, home, task: Path, steps: list) -> subprocess.Popen:
+    env = {**os.environ, "GA_HOME": str(home), "PYTHONPATH": str(ROOT), "GA_LANG": "en",
+           "GA_TASK_REPLY_WAIT": str(TIMEOUT)}
+    return subprocess.Popen([sys.executable, str(ROOT / "ga.py"), "-m", script(tmp_path, steps),
+                             "--task", str(task), "--input", "go"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_running(task: Path) -> None:
+    out = task / "output.txt"
+    wait_for(lambda: out.exists() and "started-42" in out.read_text(), "the long run")
+
+
+@pytest.mark.parametrize("sig, code, words", [
+    (signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGHUP, 129, "hung up (SIGHUP)"),
+    (signal.SIGINT, 130, "interrupted")])
+def test_a_signalled_child_ends_its_round_saying_how(tmp_path, home, sig, code, words):
+    """A parent polling for [ROUND END] (sop/subagent_sop.md) sees the child ended."""
+    task = tmp_path / "child"
+    proc = start_child(tmp_path, home, task, [LONG_RUN, {"text": "never reached"}])
+    try:
+        wait_running(task)
+        proc.send_signal(sig)
+        assert proc.wait(TIMEOUT) == code
+    finally:
+        proc.kill()
+        proc.communicate()
+    lines = (task / "output.txt").read_text().rstrip().splitlines()
+    assert lines[-2:] == [f"■ {words}", ROUND_END]
+
+
+def test_stop_file_ends_the_round_as_stopped_and_the_child_waits_for_a_reply(tmp_path, home,
+                                                                              capsys):
+    task = tmp_path / "child"
+    proc = start_child(tmp_path, home, task, [LONG_RUN, {"text": "second answer"}])
+    try:
+        wait_running(task)
+        (task / "_stop").write_text("")
+        wait_for(lambda: ends_round(task / "output.txt"), "the stopped round to end")
+        (task / "reply.txt").write_text("go on")  # the child still listens
+        wait_for(lambda: ends_round(task / "output1.txt"), "the next round")
+        (task / "_stop").write_text("")  # while waiting for a reply: end the child
+        assert proc.wait(TIMEOUT) == 0
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    lines = (task / "output.txt").read_text().rstrip().splitlines()
+    assert lines[-2:] == ["■ stopped (_stop file)", ROUND_END]
+    assert "second answer" in (task / "output1.txt").read_text()
+    assert "ga: stopped (_stop file)" in err
+    (journal,) = (home / "sessions").glob("*.jsonl")
+    ends = [json.loads(line) for line in journal.read_text().splitlines()
+            if '"task_end"' in line]
+    assert [e.get("reason") for e in ends] == ["stopped (_stop file)", None]
+    assert main(["--home", str(home), "sessions", "show", journal.stem]) == 0
+    shown = capsys.readouterr().out
+    assert "■ stopped (_stop file)" in shown and "interrupted" not in shown
+
+
+def test_a_stopped_last_round_exits_0(tmp_path, home):
+    task = tmp_path / "child"
+    proc = start_child(tmp_path, home, task, [LONG_RUN])
+    try:
+        wait_running(task)
+        (task / "_stop").write_text("")
+        wait_for(lambda: ends_round(task / "output.txt"), "the stopped round to end")
+        (task / "_stop").write_text("")
+        assert proc.wait(TIMEOUT) == 0
+    finally:
+        proc.kill()
+        proc.communicate()
 
 
 def test_input_clears_old_outputs_and_history_json_seeds(tmp_path, home, monkeypatch, capsys):
