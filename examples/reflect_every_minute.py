@@ -1,8 +1,9 @@
 """A reflect script: run one small task every minute.
 
-    ga --reflect examples/reflect_every_minute.py --task "Append the time to heartbeat.txt"
+    ga --reflect examples/reflect_every_minute.py --job "Append the time to heartbeat.txt"
 
-``--task TEXT`` (optional) replaces the default prompt; ``--once`` stops after one run.
+``--job TEXT`` (optional) replaces the default prompt; ``--once`` stops after one run.
+(The script's own options must not be ga's: ``--task`` would be ga's task folder.)
 """
 
 INTERVAL = 60  # seconds between check() calls
@@ -13,7 +14,7 @@ TASK = "Append one line with the current date and time to heartbeat.txt in the w
 def init(args):
     """Called once with the extra --key value pairs from the command line."""
     global TASK, ONCE
-    TASK = args.get("task") or TASK
+    TASK = args.get("job") or TASK
     ONCE = bool(args.get("once", ONCE))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import threading
 import time
 from datetime import datetime, timedelta
@@ -140,6 +141,17 @@ def test_scheduler_example_runs_due_jobs_once(tmp_path, home, capsys):
     assert set(state) == {"a_once.md", "b_hourly.md"}
     log = next((home / "logs" / "reflect").glob("sched_once_*.log")).read_text()
     assert f"say the date {time.strftime('%Y-%m-%d')}" in log and "hourly job" in log
+
+
+def test_reflect_example_runs_as_its_docstring_says(tmp_path, home, capsys):
+    example = ROOT / "examples" / "reflect_every_minute.py"
+    (command,) = [line.strip() for line in example.read_text().splitlines()
+                  if line.strip().startswith("ga --reflect")]
+    argv = [str(example) if word == "examples/reflect_every_minute.py" else word
+            for word in shlex.split(command)[1:]]
+    assert main(["-m", model(tmp_path, [{"text": "appended"}]), *argv, "--once"]) == 0
+    log = next((home / "logs" / "reflect").glob("reflect_every_minute_*.log")).read_text()
+    assert "[task] Append the time to heartbeat.txt" in log and "appended" in log
 
 
 def test_scheduler_repeat_rules():
