@@ -34,6 +34,7 @@ INPUT = "input.txt"
 REPLY = "reply.txt"
 STOP = "_stop"
 HISTORY = "_history.json"
+ANSWER_HINT = "The agent is waiting for your answer (a number picks a candidate); reply with:"
 STALE_FILES = ("output*.txt", REPLY, STOP)
 
 
@@ -171,9 +172,20 @@ def func_prompt(path: Path) -> str:
 def run_func(session: Session, path: Path, render) -> int:
     """``--func FILE``: run FILE's prompt once, write ``FILE-stem.out.txt``."""
     end = session.run(func_prompt(path), render)
-    done = end.get("result") == "CURRENT_TASK_DONE"
-    atomic_write(func_output(path), (final_answer(end) if done else end.get("text") or "") + "\n")
+    atomic_write(func_output(path), func_result(session, end) + "\n")
     return report_end(session, end)
+
+
+def func_result(session: Session, end: dict) -> str:
+    """What ``FILE-stem.out.txt`` holds: the answer; for an ``ask_user`` stop the question,
+    its candidates and the command that answers it (the parent reads only this file)."""
+    if end.get("result") == "CURRENT_TASK_DONE":
+        return final_answer(end)
+    if end.get("question") is None:
+        return end.get("text") or ""
+    candidates = enumerate(end.get("candidates") or [], 1)
+    return "\n".join([end["question"], *(f"  {i}. {c}" for i, c in candidates), ANSWER_HINT,
+                      f'  {session.command} --resume {session.id} "ANSWER"'])
 
 
 def strip_options(argv: list[str], names: dict[str, bool]) -> list[str]:

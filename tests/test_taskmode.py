@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -187,6 +188,24 @@ def test_func_mode_writes_stem_out_txt(tmp_path, capsys):
     job.write_text("summarise the thing")
     assert main(["-m", script(tmp_path, [{"text": "the summary"}]), "--func", str(job)]) == 0
     assert (job.parent / "summarise.out.txt").read_text().strip() == "the summary"
+
+
+def test_func_ask_user_writes_the_question_and_the_command_that_answers(tmp_path, home,
+                                                                         capsys):
+    job = tmp_path / "deploy.txt"
+    job.write_text("deploy the site")
+    path = tmp_path / "script.yaml"
+    ask = {"text": "<summary>ask</summary>asking", "tool_calls": [{"name": "ask_user", "args": {
+        "question": "Which port?", "candidates": ["80", "8080"]}}]}
+    assert main(["-m", script(tmp_path, [ask]), "--home", str(home), "--func", str(job)]) == 3
+    lines = (tmp_path / "deploy.out.txt").read_text().splitlines()
+    assert lines[:3] == ["Which port?", "  1. 80", "  2. 8080"]
+    command = lines[-1].strip()
+    assert shlex.split(command)[-1] == "ANSWER"
+    path.write_text(yaml.safe_dump([{"text": "deploying on 8080"}]))  # the model's next turn
+    capsys.readouterr()
+    assert main(shlex.split(command)[1:-1] + ["2"]) == 0  # the parent answers as told
+    assert capsys.readouterr().out.endswith("deploying on 8080\n")
 
 
 def assert_bg_child_answered(task, pid: int) -> None:
