@@ -335,14 +335,11 @@ class GenericAgentHandler(BaseHandler):
         if stop == "aborted":
             return StepOutcome(content, next_prompt=None)
         if stop == "max_tokens":
-            yield "[Warn] The reply was cut at max_tokens; asking again.\n"
-            return self._retry_or_fail("max_tokens")
+            return (yield from self._retry_or_fail("max_tokens", "The reply was cut at max_tokens"))
         if stop == "error":
-            yield "[Warn] The reply broke off mid-stream; asking again.\n"
-            return self._retry_or_fail("incomplete")
+            return (yield from self._retry_or_fail("incomplete", "The reply broke off mid-stream"))
         if not content.strip() and not thinking.strip():
-            yield "[Warn] The model returned an empty reply; asking again.\n"
-            return self._retry_or_fail("empty")
+            return (yield from self._retry_or_fail("empty", "The model returned an empty reply"))
         self._bad_replies.clear()
         plan = self.working.get("in_plan_mode")
         if plan and claims_completion(content) and not has_verification(content):
@@ -356,11 +353,13 @@ class GenericAgentHandler(BaseHandler):
             yield self.t("plan_done", plan=plan) + "\n"
         return StepOutcome(content, next_prompt=None)
 
-    def _retry_or_fail(self, reason: str) -> StepOutcome:
-        """Ask again after an unusable reply (``reason``: empty | incomplete | max_tokens);
-        after ``retry_reply_limit`` in a row, fail saying what the replies were."""
+    def _retry_or_fail(self, reason: str, what: str) -> Generator[str, None, StepOutcome]:
+        """Ask again after an unusable reply (``reason``: empty | incomplete | max_tokens),
+        warning ``what`` happened; after ``retry_reply_limit`` in a row, fail saying what the
+        replies were (no warning then: the failure says it)."""
         self._bad_replies.append(reason)
         if len(self._bad_replies) < self.s.retry_reply_limit:
+            yield f"[Warn] {what}; asking again.\n"
             return StepOutcome({}, next_prompt=self.t(f"{reason}_reply"))
         counts = Counter(self._bad_replies)
         error = "; ".join(self.t(f"{r}_limit", n=n) for r, n in counts.items())

@@ -56,10 +56,12 @@ def test_max_turns_exits_4(capsys, tmp_path):
         capsys.readouterr().err)
 
 
-def test_three_empty_replies_fail_with_exit_1(capsys, tmp_path):
+def test_three_empty_replies_fail_with_exit_1_asking_again_only_twice(capsys, tmp_path):
     code = main(["-m", script(tmp_path, [{"text": ""}] * 3), "go"])
     assert code == 1
-    assert "the model returned 3 empty replies" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "the model returned 3 empty replies" in err
+    assert err.count("asking again") == 2  # the 3rd empty reply is not asked again
 
 
 def test_model_failure_exits_1_with_one_line_and_the_session(capsys, tmp_path):
