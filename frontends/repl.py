@@ -193,7 +193,11 @@ class Repl:
             for name in self.session.model_names():
                 self.say(f"{'*' if name == current else ' '} {name}")
             return
-        new = self.session.switch_model(arg)
+        try:
+            new = self.session.switch_model(arg)
+        except ConfigError as e:
+            self.say(f"error: {e}; still using {current}")
+            return
         self.say(f"model: {current} -> {new} (conversation kept)")
         pending = len(self.session.pending_images)
         if pending and not getattr(self.session.agent.llmclient, "vision", True):

@@ -83,12 +83,15 @@ class LLMSession:
 
     # ----- identity and switching -------------------------------------------------
     def _set_members(self, profile: Profile) -> None:
+        """Use ``profile``; a profile that cannot be used (no key…) raises and changes
+        nothing."""
         names = profile.mixin or [profile.name]
         members = [self.config.profile(n) if profile.mixin else profile for n in names]
-        self.members = [dataclasses.replace(m, **self._overrides) for m in members]
+        members = [dataclasses.replace(m, **self._overrides) for m in members]
+        self._keys = {m.name: resolve_key(m, self.config.path) for m in members}
+        self.members = members
         self.spring_back = profile.spring_back
         self.max_turn_attempts = profile.max_turn_attempts
-        self._keys = {m.name: resolve_key(m, self.config.path) for m in self.members}
         self.active = 0
         self._providers.clear()
 

@@ -12,9 +12,11 @@ from pathlib import Path
 import pexpect
 import pytest
 import yaml
+from llm_server import Reply, llm_server, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 20
+__all__ = ["llm_server"]  # the fixture
 LONG_RUN = "sleep 60 & echo $! > sleeper.pid; echo started-$((40+2)); wait"
 
 
@@ -184,3 +186,24 @@ def test_repl_export_and_line_history_mask_keys(tmp_path, home):
     assert "my key is ***" in exported and key not in exported
     history = (home / "repl_history").read_text()
     assert "my key is ***" in history and key not in history
+
+
+def test_a_refused_model_switch_keeps_the_current_model(home, llm_server):
+    write_config(home, llm_server, local={"provider": "openai", "model": "m"})
+    llm_server.queue(Reply(text="answer from the local model"))
+    child = spawn(home, "-m", "local")
+    child.expect("ga> ")
+    child.sendline("/model openai:gpt-x")
+    child.expect("error: .*no API key.*OPENAI_API_KEY.*; still using local")
+    child.expect("ga> ")
+    child.sendline("/model")
+    child.expect(r"\* local")
+    child.expect("ga> ")
+    child.sendline("say something")
+    child.expect("answer from the local model")
+    child.expect("ga> ")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert "Traceback" not in child.before and child.exitstatus == 0
+    assert llm_server.bodies()[0]["model"] == "m"
