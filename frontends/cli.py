@@ -274,19 +274,38 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
 
 
 def resumed_task_text(args, home: Path) -> str:
-    """The task text; ``--resume "TASK"`` (no id) says how to give both."""
+    """The task text; ``--resume "TASK"`` (no id) says how to give both, and ``--resume``
+    or ``--continue`` without a task or a terminal says how to give one."""
     from .journal import session_matches
 
     try:
         return task_text(args)
     except ConfigError:
-        if not args.resume or session_matches(home, args.resume):
+        if args.resume and not session_matches(home, args.resume):
+            words = shlex.quote(args.resume)
+            raise ConfigError(None, "--resume", f"{args.resume!r} was read as a session id, "
+                              "and no session has it; to continue the latest session with "
+                              f"that task: ga --resume -- {words} (ga --resume ID {words} for "
+                              "another one)") from None
+        if args.resume is None and not args.cont:
             raise
-        words = shlex.quote(args.resume)
-        raise ConfigError(None, "--resume", f"{args.resume!r} was read as a session id, and no "
-                          f"session has it; to continue the latest session with that task: "
-                          f"ga --resume -- {words} (ga --resume ID {words} for another one)"
-                          ) from None
+        raise no_task_to_resume(args) from None
+
+
+def no_task_to_resume(args) -> ConfigError:
+    """``--resume``/``--continue`` with no task and no terminal: there is no picker or REPL
+    to continue in, so the task must be given."""
+    ga = resume_command(args)
+    if args.cont:
+        flag, give = "--continue", f'{ga} --continue "TASK"'
+    elif args.resume:
+        flag, give = "--resume", f'{ga} --resume {shlex.quote(args.resume)} "TASK"'
+    else:
+        flag, give = "--resume", (f'{ga} --resume ID "TASK" (ga sessions lists them; '
+                                  f'{ga} --resume -- "TASK" continues the latest)')
+    return ConfigError(None, flag, "no task given, and without a terminal there is no session "
+                       f"picker or REPL to continue in; give the task: {give}, or run it in a "
+                       "terminal")
 
 
 def resumed_client(args, home: Path, state: SessionState, redactor: Any = None) -> Any:

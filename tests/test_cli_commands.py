@@ -392,6 +392,20 @@ def test_resume_with_only_a_task_says_how_to_give_both(tmp_path, home, capsys):
     assert "ga --resume -- 'do more'" in err
 
 
+def test_resume_or_continue_without_a_task_or_a_terminal_says_how_to_give_one(tmp_path, home,
+                                                                            capsys):
+    assert main(["-m", script(tmp_path, [{"text": "ok"}]), "first"]) == 0
+    sid = only_session(home).id
+    capsys.readouterr()
+    for argv, give in ((["--resume"], 'ga --resume ID "TASK"'),
+                       (["--resume", sid], f'ga --resume {sid} "TASK"'),
+                       (["--continue"], 'ga --continue "TASK"')):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "without a terminal there is no session picker or REPL" in err, argv
+        assert f"give the task: {give}" in err and "or run it in a terminal" in err, argv
+
+
 def test_sessions_limit_must_be_at_least_one(home, capsys):
     assert main(["sessions", "-n", "0"]) == 2
     assert "must be at least 1" in capsys.readouterr().err
