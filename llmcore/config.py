@@ -306,13 +306,16 @@ def known_profiles(path: str | None, profiles: Any) -> str:
 
 
 def spec_profile(spec: str, path: str | None = None, profiles: Any = None) -> Profile:
-    """A profile for ``provider:model`` (base URL from the SDK's standard env var)."""
+    """A profile for ``provider:model`` (base URL from the SDK's standard env var).
+    ``scripted:PATH`` is named by its absolute path, so the name a session records works
+    from any folder."""
     kind, _, model = spec.partition(":")
     if kind not in KINDS or not model:
         raise ConfigError(path, "model", f"{spec!r} is not a profile name or provider:model "
                           f"(providers: {', '.join(KINDS)}){known_profiles(path, profiles)}")
     if kind == "scripted":
-        return Profile(name=spec, provider=kind, model="scripted", script=model)
+        script = os.path.abspath(os.path.expanduser(model))
+        return Profile(name=f"{kind}:{script}", provider=kind, model="scripted", script=script)
     base = os.environ.get(DEFAULT_BASE_ENV[kind]) or None
     return Profile(name=spec, provider=kind, model=model, base_url=base)
 

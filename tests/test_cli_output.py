@@ -257,6 +257,23 @@ def test_an_answer_that_is_a_command_word_is_still_an_answer(tmp_path, home, cap
     assert capsys.readouterr().out.endswith("using tools/\n")
 
 
+def test_a_relative_script_path_is_recorded_so_resume_works_from_another_folder(
+        tmp_path, home, monkeypatch, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b" / "c").mkdir(parents=True)
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump([{"text": "first answer"}]))
+    monkeypatch.chdir(tmp_path / "a")
+    assert main(["-m", "scripted:../one.yaml", "start"]) == 0
+    sid = only_session(home).id
+    path.write_text(yaml.safe_dump([{"text": "second answer"}]))
+    monkeypatch.chdir(tmp_path / "b" / "c")  # where ../one.yaml is no file
+    capsys.readouterr()
+    assert main(["--resume", sid, "more"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "second answer\n" and f"model scripted:{path}" in err
+
+
 def test_resume_with_m_uses_that_model_and_a_gone_model_is_named(tmp_path, home, capsys):
     assert main(["-m", script(tmp_path, [{"text": "first"}]), "start"]) == 0
     sid = only_session(home).id
