@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 COMMANDS = ("sessions", "memory", "tools", "config")
 DEFAULT_ACTION = {"sessions": "list", "memory": "show", "config": "check"}
 SESSIONS_LIMIT = 20
-EXIT_OK, EXIT_PROBLEMS = 0, 1
+EXIT_OK = 0
+EXIT_CONFIG_PROBLEMS = 2  # what `ga config check` found is a config error, as on a run
 
 
 def resolve_home(arg: str | None) -> Path:
@@ -156,7 +157,7 @@ ACTIONS = {
     "config": {
         "path": ("print the path of the config file ga reads", []),
         "check": ("validate the config and list its profiles, keys as set/unset "
-                  "(the default)", []),
+                  "(the default); exit 2 when it finds a problem", []),
     },
 }
 
@@ -238,7 +239,7 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
     for line in problems:
         print(f"problem: {line}")
     print("ok" if not problems else f"{len(problems)} problem(s)")
-    return EXIT_PROBLEMS if problems else EXIT_OK
+    return EXIT_CONFIG_PROBLEMS if problems else EXIT_OK
 
 
 def print_browser(cfg: Config) -> list[str]:

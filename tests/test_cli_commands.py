@@ -113,7 +113,8 @@ def test_version_from_the_real_ga_command():
     ["tools"], ["config", "path"], ["config", "check"]])
 def test_read_only_commands_create_nothing_in_the_home(argv, tmp_path, capsys):
     new = tmp_path / "new-home"
-    assert main([*argv, "--home", str(new)]) in (0, 1)
+    no_model = argv == ["config", "check"]  # a new home chooses no model: a config problem
+    assert main([*argv, "--home", str(new)]) == (2 if no_model else 0)
     assert not new.exists()
 
 
@@ -202,13 +203,21 @@ def test_config_check_lists_profiles_with_keys_only_as_set_or_unset(home, monkey
         "b": {"provider": "openai", "model": "gpt-x", "api_key_env": "UNSET_KEY"},
         "c": {"provider": "openai", "model": "q", "base_url": "http://127.0.0.1:9/v1"},
         "d": {"provider": "openai", "model": "m", "api_key": "inline-secret-abcdef"}}}))
-    assert main(["config", "check"]) == 1
+    assert main(["config", "check"]) == 2  # a problem found is a config error
     out = capsys.readouterr().out
     assert "a (default): anthropic claude-x, key set (from $MY_KEY)" in out
     assert "b: openai gpt-x, key unset" in out and "UNSET_KEY is not set" in out
     assert "c: openai q at http://127.0.0.1:9/v1, key none (not needed)" in out
     assert "d: openai m, key set (from api_key in the file)" in out
     assert "secret" not in out and "1 problem(s)" in out
+
+
+def test_config_check_without_a_chosen_model_exits_2(home, capsys):
+    (home / "config.yaml").write_text(yaml.safe_dump({"models": {
+        "a": {"provider": "openai", "model": "q", "base_url": "http://127.0.0.1:9/v1"}}}))
+    assert main(["config", "check"]) == 2
+    out = capsys.readouterr().out
+    assert "problem: no model chosen" in out and "1 problem(s)" in out
 
 
 def test_config_check_of_a_valid_config_is_ok(home, tmp_path, capsys):

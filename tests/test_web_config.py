@@ -101,7 +101,7 @@ def test_config_check_names_the_browser_or_a_bad_browser_key(tmp_path, capsys, m
     assert main(["--config", str(cfg), "config", "check"]) == 2
     assert "browser.headless" in capsys.readouterr().err
     cfg.write_text(yaml.safe_dump({"browser": {}}))
-    assert main(["--config", str(cfg), "config", "check"]) == 1
+    assert main(["--config", str(cfg), "config", "check"]) == 2
     out = capsys.readouterr().out
     assert "browser: none, the web tools are not offered: $GA_CHROMIUM" in out
     assert "problem: $GA_CHROMIUM names" in out
@@ -115,7 +115,7 @@ def test_config_check_reports_a_browser_executable_that_does_not_exist(tmp_path,
     missing = tmp_path / "opt" / "chrome"
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump({"browser": {"executable": str(missing)}}))
-    assert main(["--config", str(cfg), "config", "check"]) == 1
+    assert main(["--config", str(cfg), "config", "check"]) == 2
     out = capsys.readouterr().out
     assert f"problem: browser.executable names {missing}, which is not an executable" in out
     assert "\nok\n" not in out
