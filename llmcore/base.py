@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Generator, Protocol
+from typing import Any, Generator, Iterable, Protocol
+
+CLOSE_MATCH_CUTOFF = 0.6  # difflib ratio at which a misspelt config key names its match
 
 
 class ThinkingChunk(str):
@@ -108,6 +110,18 @@ class ConfigError(Exception):
         self.message = message
         where = ": ".join(p for p in (path, field) if p)
         super().__init__(f"{where}: {message}" if where else message)
+
+
+def unknown_key(path: str | None, where: str, key: str, known: Iterable[str],
+                what: str = "field") -> ConfigError:
+    """A misspelt key: the close match when there is one, else the names allowed."""
+    import difflib
+
+    known = list(known)
+    close = difflib.get_close_matches(key, known, n=1, cutoff=CLOSE_MATCH_CUTOFF)
+    if close:
+        return ConfigError(path, where, f"unknown {what}; did you mean {close[0]}?")
+    return ConfigError(path, where, f"unknown {what}; allowed: {', '.join(known)}")
 
 
 def new_messages_to_blocks(messages: list[dict]) -> tuple[str | None, list[dict]]:

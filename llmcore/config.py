@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .base import ConfigError
+from .base import ConfigError, unknown_key
 
 KINDS = ("anthropic", "openai", "openai-responses", "scripted")
 TOOL_MODES = ("native", "text")
@@ -93,8 +93,7 @@ def coerce(path: str | None, name: str, key: str, value: Any) -> Any:
     """Check and convert one profile value (a YAML value or a ``/session.KEY=VALUE`` string)."""
     where = f"models.{name}.{key}" if name else key
     if key not in FIELD_TYPES or key == "name":
-        allowed = ", ".join(k for k in FIELD_TYPES if k != "name")
-        raise ConfigError(path, where, f"unknown field; allowed: {allowed}")
+        raise unknown_key(path, where, key, (k for k in FIELD_TYPES if k != "name"))
     if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
         return None if key not in INT_FIELDS | {"provider", "model"} else _bad(path, where, value)
     if key in INT_FIELDS | FLOAT_FIELDS:
@@ -190,7 +189,7 @@ def tools_settings(cfg: Config) -> ToolsSettings:
     for key, value in cfg.tools.items():
         where = f"tools.{key}"
         if key not in known:
-            raise ConfigError(cfg.path, where, f"unknown setting; known: {', '.join(known)}")
+            raise unknown_key(cfg.path, where, key, known, "setting")
         if key == "max_calls_per_turn":
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(cfg.path, where, f"must be a whole number >= 1, got {value!r}")
@@ -252,8 +251,8 @@ def load_config(path: Path, *, required: bool) -> Config:
         raise ConfigError(spath, None, "the config must be a mapping with 'models:'")
     unknown = set(data) - {"default", *SECTIONS}
     if unknown:
-        raise ConfigError(spath, sorted(unknown)[0],
-                          f"unknown top-level key; allowed: default, {', '.join(SECTIONS)}")
+        key = sorted(unknown)[0]
+        raise unknown_key(spath, key, key, ("default", *SECTIONS), "top-level key")
     sections = {}
     for name in SECTIONS:
         sections[name] = data.get(name) or {}

@@ -68,6 +68,10 @@ def test_unset_api_key_env_names_the_variable(home):
 @pytest.mark.parametrize(("text", "field", "words"), [
     ("models:\n  c: {provider: bogus, model: m}\n", "models.c.provider", "anthropic"),
     ("models:\n  c: {provider: openai, model: m, colour: red}\n", "models.c.colour", "allowed"),
+    ("models:\n  c: {provider: openai, model: m, tempreature: 0.2}\n", "models.c.tempreature",
+     "unknown field; did you mean temperature?"),
+    ("modles:\n  c: {provider: openai, model: m}\n", "modles",
+     "unknown top-level key; did you mean models?"),
     ("models:\n  c: {provider: openai, model: m, max_tokens: lots}\n", "models.c.max_tokens",
      "integer"),
     ("models:\n  c: {provider: openai}\n", "models.c.model", "missing"),
@@ -83,6 +87,19 @@ def test_bad_config_is_one_clear_message(home, text, field, words):
         llmcore.make_client("c")
     assert err.value.path == path and err.value.field == field
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_misspelt_tools_key_names_its_close_match_and_a_far_one_the_allowed(home):
+    from llmcore.config import load_config, tools_settings
+
+    write(home, "tools:\n  max_calls_per_trun: 3\n")
+    with pytest.raises(ConfigError) as err:
+        tools_settings(load_config(home / "config.yaml", required=True))
+    assert err.value.message == "unknown setting; did you mean max_calls_per_turn?"
+    write(home, "tools:\n  colour: red\n")
+    with pytest.raises(ConfigError) as err:
+        tools_settings(load_config(home / "config.yaml", required=True))
+    assert err.value.message.startswith("unknown setting; allowed: env_keep, env_drop")
 
 
 def test_explicit_missing_config_is_an_error(tmp_path):

@@ -68,6 +68,12 @@ def test_bad_browser_config_names_the_key(section, field):
     assert err.value.field == field
 
 
+def test_a_misspelt_browser_key_names_its_close_match():
+    with pytest.raises(ConfigError) as err:
+        BrowserConfig.from_dict({"headles": True}, "config.yaml")
+    assert str(err.value) == "config.yaml: browser.headles: unknown setting; did you mean headless?"
+
+
 def test_browser_config_values(monkeypatch):
     cfg = BrowserConfig.from_dict({"window_size": "1024x768", "cdp_url": "ws://h:1/x"})
     assert cfg.window_size == (1024, 768) and cfg.attach

@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from llmcore.base import ConfigError
+from llmcore.base import ConfigError, unknown_key
 from llmcore.secrets import EnvPolicy
 from tools.procs import end_group, owned_dir, popen_tied, release, runtime_dir, sweep_owned
 
@@ -85,8 +85,7 @@ class BrowserConfig:
         values: dict[str, Any] = {}
         for key, value in (data or {}).items():
             if key not in known:
-                raise ConfigError(path, f"browser.{key}",
-                                  f"unknown setting; known: {', '.join(known)}")
+                raise unknown_key(path, f"browser.{key}", key, known, "setting")
             if value is not None:
                 values[key] = _check(path, key, value)
         return cls(**values)
