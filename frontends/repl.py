@@ -27,6 +27,7 @@ PICK_PROMPT = "session> "
 HISTORY_FILE = "repl_history"
 HISTORY_LENGTH = 1000
 RECENT_SESSIONS = 10
+KEY_INFO_SHOWN = 60  # characters of key_info in the /resume confirmation
 QUIT = "quit"
 HELP = """Commands:
   /model [NAME]        list the models, or switch (the conversation is kept)
@@ -262,7 +263,7 @@ class Repl:
         state = claim_session(chosen.path)
         self.session.resume(state)
         self.say(f"resumed session {state.id}: {len(state.history)} messages, "
-                 f"key_info: {(state.working.get('key_info') or '-')[:60]}, "
+                 f"key_info: {key_info_line(state.working.get('key_info') or '')}, "
                  f"in {self.session.agent.cwd}")
 
     def _input(self, prompt: str) -> str:
@@ -277,6 +278,17 @@ class Repl:
         if pick.isdigit() and 1 <= int(pick) <= len(recent):
             return recent[int(pick) - 1]
         return next((s for s in recent if pick and s.id.startswith(pick)), None)
+
+
+def key_info_line(text: str) -> str:
+    """key_info on one line, without the runtime's staleness note, cut to
+    ``KEY_INFO_SHOWN`` characters."""
+    from ga import STALE_PREFIX
+
+    lines = [ln.strip() for ln in text.splitlines()
+             if ln.strip() and not ln.startswith(STALE_PREFIX)]
+    shown = " / ".join(lines) or "-"
+    return shown if len(shown) <= KEY_INFO_SHOWN else shown[:KEY_INFO_SHOWN] + "..."
 
 
 def run_repl(session: Session, verbose: bool = False, pick_resume: bool = False) -> int:

@@ -207,3 +207,31 @@ def test_a_refused_model_switch_keeps_the_current_model(home, llm_server):
     child.close()
     assert "Traceback" not in child.before and child.exitstatus == 0
     assert llm_server.bodies()[0]["model"] == "m"
+
+
+def test_the_resume_confirmation_shows_key_info_without_the_staleness_note(tmp_path, home):
+    import io
+
+    from frontends.cli import main
+    from frontends.journal import Journal
+    from frontends.repl import Repl
+    from frontends.runner import Session
+    from ga import GenericAgent
+    from llmcore.scripted import ScriptedClient
+
+    first = write_script(tmp_path / "first.yaml", [
+        {"text": "<summary>note</summary>noting", "tool_calls": [
+            {"name": "update_working_checkpoint", "args": {"key_info": "target is port 8042"}}]},
+        {"text": "noted"}])
+    later = write_script(tmp_path / "later.yaml", [{"text": "ok"}])
+    assert main(["-m", f"scripted:{first}", "start"]) == 0
+    sid = next((home / "sessions").glob("*.jsonl")).stem
+    assert main(["-m", f"scripted:{later}", "--resume", sid, "go on"]) == 0  # key_info aged
+    agent = GenericAgent(ScriptedClient([]), home=home, cwd=Path.cwd())
+    repl = Repl(Session(agent, home, Journal(home, agent)))
+    repl.out = io.StringIO()
+    repl.cmd_resume("1")
+    repl.session.close()
+    confirmation = repl.out.getvalue().splitlines()[-1]
+    assert f"resumed session {sid}:" in confirmation
+    assert "key_info: target is port 8042, in " in confirmation
