@@ -262,8 +262,9 @@ class Repl:
             return
         state = claim_session(chosen.path)
         self.session.resume(state)
+        stale = self.session.agent.texts.table["stale_key_info"]
         self.say(f"resumed session {state.id}: {len(state.history)} messages, "
-                 f"key_info: {key_info_line(state.working.get('key_info') or '')}, "
+                 f"key_info: {key_info_line(state.working.get('key_info') or '', stale)}, "
                  f"in {self.session.agent.cwd}")
 
     def _input(self, prompt: str) -> str:
@@ -280,13 +281,12 @@ class Repl:
         return next((s for s in recent if pick and s.id.startswith(pick)), None)
 
 
-def key_info_line(text: str) -> str:
-    """key_info on one line, without the runtime's staleness note, cut to
-    ``KEY_INFO_SHOWN`` characters."""
-    from ga import STALE_PREFIX
+def key_info_line(text: str, stale_note: str) -> str:
+    """key_info on one line, without the runtime's staleness note (rendered from the
+    ``stale_note`` template), cut to ``KEY_INFO_SHOWN`` characters."""
+    from memory.working import drop_rendered
 
-    lines = [ln.strip() for ln in text.splitlines()
-             if ln.strip() and not ln.startswith(STALE_PREFIX)]
+    lines = [ln.strip() for ln in drop_rendered(text, stale_note).splitlines() if ln.strip()]
     shown = " / ".join(lines) or "-"
     return shown if len(shown) <= KEY_INFO_SHOWN else shown[:KEY_INFO_SHOWN] + "..."
 

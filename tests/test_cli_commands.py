@@ -237,7 +237,7 @@ def test_config_check_reads_and_checks_a_scripted_profiles_script(home, tmp_path
         path.write_text(content)
     (home / "config.yaml").write_text(f"default: s\nmodels:\n  s: {{provider: scripted, "
                                       f"script: {path}}}\n")
-    assert main(["config", "check"]) == 1
+    assert main(["config", "check"]) == 2  # a problem found is a config error
     out = capsys.readouterr().out
     assert f"problem: s: {path}" in out and words in out and "1 problem(s)" in out
 
