@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agent_loop import json_default
-from llmcore.base import ConfigError
+from llmcore.base import ConfigError, unknown_key
 from tools.texts import check_overrides
 
 SETTING_MINIMUM = {"plan_hint_after": 0}  # every other agent: setting is >= 1
@@ -52,8 +52,7 @@ class Settings:
         known = [f.name for f in fields(cls)]
         for key, value in data.items():
             if key not in known:
-                raise ConfigError(path, f"agent.{key}",
-                                  f"unknown setting; known: {', '.join(known)}")
+                raise unknown_key(path, f"agent.{key}", key, known, "setting")
             if key == "texts":
                 check_overrides(value, path, "agent.texts")
                 continue

@@ -490,6 +490,8 @@ def test_settings_reject_unknown_keys():
 
 
 @pytest.mark.parametrize(("agent", "field", "words"), [
+    ({"checkpoint_warn_turn": 5}, "agent.checkpoint_warn_turn",
+     "unknown setting; did you mean checkpoint_warn_turns?"),
     ({"checkpoint_warn_turns": 0}, "agent.checkpoint_warn_turns", ">= 1, got 0"),
     ({"insight_every": -1}, "agent.insight_every", ">= 1, got -1"),
     ({"summary_chars": 0}, "agent.summary_chars", ">= 1"),
