@@ -1,4 +1,4 @@
-"""Test helper: run a generator to its end."""
+"""Test helpers: run a generator to its end; leave a REPL."""
 
 from __future__ import annotations
 
@@ -13,3 +13,13 @@ def drain(gen: Generator) -> tuple[list, Any]:
             items.append(next(gen))
         except StopIteration as stop:
             return items, stop.value
+
+
+def quit_repl(child: Any) -> int:
+    """Leave a pexpect-driven REPL at its prompt with /exit; its exit status."""
+    import pexpect
+
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus

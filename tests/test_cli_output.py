@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pexpect
 import yaml
+from genutil import quit_repl
 
 from frontends import task_input
 from frontends.cli import main
@@ -299,10 +300,7 @@ def test_repl_history_keeps_typed_lines_not_numbered_picks(tmp_path, home):
     child.sendline("2")
     child.expect("ok, 8080")
     child.expect("ga> ")
-    child.sendline("/exit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    assert quit_repl(child) == 0
     assert shown.getvalue().count("Which port?") == 1
     lines = (home / "repl_history").read_text().splitlines()
     assert "deploy it" in lines and "2" not in lines

@@ -11,6 +11,7 @@ from pathlib import Path
 import pexpect
 import pytest
 import yaml
+from genutil import quit_repl
 from llm_server import llm_server, write_config
 from PIL import Image
 
@@ -192,9 +193,7 @@ def test_repl_image_goes_with_the_next_message_and_model_switch_warns(home, tmp_
     child.sendline("what is it?")
     child.expect("red square")
     child.expect("ga> ")
-    child.sendline("/exit")
-    child.expect(pexpect.EOF)
-    child.close()
+    quit_repl(child)
     history = load_session(only_journal(home)).history
     assert [[b["type"] for b in m["content"]] for m in history if m["role"] == "user"] == [
         ["text", "image", "image"]]

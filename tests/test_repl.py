@@ -12,6 +12,7 @@ from pathlib import Path
 import pexpect
 import pytest
 import yaml
+from genutil import quit_repl
 from llm_server import Reply, llm_server, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,10 +93,7 @@ def test_repl_task_model_switch_ask_user_ctrl_c_and_exit(two_models, tmp_path):
     child.sendline("/export out.json")
     child.expect("exported")
     child.expect("ga> ")
-    child.sendline("/exit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    assert quit_repl(child) == 0
     data = json.loads((work / "out.json").read_text())
     user_texts = [b.get("text", "") for m in data["history"] if m["role"] == "user"
                   for b in m["content"]]
@@ -179,9 +177,7 @@ def test_repl_export_and_line_history_mask_keys(tmp_path, home):
     child.sendline("/export out.json")
     child.expect("exported")
     child.expect("ga> ")
-    child.sendline("/exit")
-    child.expect(pexpect.EOF)
-    child.close()
+    quit_repl(child)
     exported = (Path.cwd() / "out.json").read_text()
     assert "my key is ***" in exported and key not in exported
     history = (home / "repl_history").read_text()
@@ -202,10 +198,7 @@ def test_a_refused_model_switch_keeps_the_current_model(home, llm_server):
     child.sendline("say something")
     child.expect("answer from the local model")
     child.expect("ga> ")
-    child.sendline("/exit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert "Traceback" not in child.before and child.exitstatus == 0
+    assert quit_repl(child) == 0 and "Traceback" not in child.before
     assert llm_server.bodies()[0]["model"] == "m"
 
 
