@@ -112,6 +112,13 @@ def repair(messages: list[dict]) -> list[dict]:
     return out[start:]
 
 
+def since_last_reply(messages: list[dict]) -> list[dict]:
+    """The messages after the model's last reply: what a request adds to the conversation."""
+    last = next((i for i in range(len(messages) - 1, -1, -1)
+                 if messages[i]["role"] == "assistant"), -1)
+    return messages[last + 1:]
+
+
 def _clean(msg: dict) -> dict:
     blocks = [b for b in msg["content"]
               if not (b["type"] == "text" and not b.get("text", "").strip())]

@@ -33,6 +33,7 @@ from .history import (
     message_chars,
     repair,
     retire_working_memory,
+    since_last_reply,
     task_index,
 )
 from .logs import SessionLog
@@ -180,8 +181,9 @@ class LLMSession:
             self.system = system
             new[:1] = [mark_task(m) for m in new[:1]]
         self._maybe_spring_back()
-        self.history = retire_working_memory([*self.history, *new])
-        self.log.request(f"{self.name} ({self.model})", system, new)
+        # repaired now, so the log shows what is sent (a missing tool result as filled in)
+        self.history = repair(retire_working_memory([*self.history, *new]))
+        self.log.request(f"{self.name} ({self.model})", system, since_last_reply(self.history))
         self._lost = Usage()
         try:
             resp = yield from self._chat_members(tools)
