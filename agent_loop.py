@@ -311,8 +311,8 @@ def _run_calls(handler, response, calls, max_calls: int = MAX_CALLS_PER_TURN,
     run = calls[:max_calls]
     for i, call in enumerate(run):
         outcome = yield from _run_one(handler, response, call, i, len(run), redact)
-        if outcome.should_exit:
-            exit_reason = {"result": "EXITED", "data": outcome.data}
+        if outcome.should_exit:  # the results of the calls before it wait for what comes next
+            exit_reason = {"result": "EXITED", "data": outcome.data, "turn_results": tool_results}
             break
         if not outcome.next_prompt:
             exit_reason = {"result": "CURRENT_TASK_DONE", "data": outcome.data}
@@ -341,7 +341,10 @@ def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], 
                       ) -> Generator[dict, None, dict]:
     """Drive the model turn by turn until a tool ends the task or a limit is hit.
     ``user_input`` is the task's text, or content blocks (text and images); ``first_results``
-    go with it: they answer tool calls the history ended on (an ``ask_user`` question)."""
+    go with it: they answer tool calls the history ended on (an ``ask_user`` question).
+    Turns are counted on from ``handler.current_turn``; ``max_turns`` limits this run. A tool
+    that exits (``ask_user``) ends it with the results of the turn's calls before it
+    (``turn_results``): they are sent with the answer."""
     first: dict = {"role": "user", "content": user_input}
     if first_results:
         first["tool_results"] = list(first_results)
@@ -351,11 +354,12 @@ def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], 
     handler.verbose = verbose
     ctx = {"client": client, "handler": handler, "messages": messages}
     hooks.fire("agent_before", ctx)
-    turn, exit_reason, response = 0, {}, None
+    start = turn = handler.current_turn  # an answered question's task counts on from there
+    exit_reason, response = {}, None
     tool_calls: list[dict] = []
     tool_results: list[dict] = []
-    closed = 0  # the last turn turn_after was fired for
-    while turn < handler.max_turns:
+    closed = start  # the last turn turn_after was fired for
+    while turn - start < handler.max_turns:
         turn += 1
         handler.current_turn = turn
         yield {"type": "turn", "turn": turn}

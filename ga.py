@@ -373,7 +373,8 @@ class GenericAgentHandler(BaseHandler):
         return str(plan_path)
 
     # ---- working memory ----------------------------------------------------------------
-    def _get_anchor_prompt(self, skip: bool = False) -> str:
+    def _get_anchor_prompt(self, skip: bool = False, *, opening: bool = False) -> str:
+        """``opening``: for a task's first message, which names the turn it starts."""
         if skip:
             return "\n"
         h, w, turn = self.history_info, self.s.history_lines, self.current_turn
@@ -384,7 +385,7 @@ class GenericAgentHandler(BaseHandler):
             out.append(f"<earlier_context>\n{earlier}\n</earlier_context>")
         if turn % self.s.history_every == 0:
             out.append("<history>\n" + "\n".join(h[-w:]) + "\n</history>")
-        out.append(self.t("current_turn", turn=max(turn, 1)))  # a first message: turn 1
+        out.append(self.t("current_turn", turn=turn + 1 if opening else max(turn, 1)))
         if self.working.get("key_info"):
             out.append(f"<key_info>{self.working['key_info']}</key_info>")
         if self.working.get("related_sop"):
@@ -537,6 +538,8 @@ class GenericAgent:
         self.hooks = hooks or Hooks()
         self.history_info: list[str] = []
         self.handler: GenericAgentHandler | None = None
+        # what an open ask_user question keeps for its answer: {call, turn, results} (_left_open)
+        self.open_turn: dict[str, Any] = {}
         self.extrakeyinfo: str | None = None
         self.intervene: str | None = None
         self._turn_end_hooks: dict[str, Any] = {}
@@ -623,10 +626,12 @@ class GenericAgent:
             abort()
 
     def restore(self, history: list | None = None, history_info: list | None = None,
-                working: dict | None = None) -> None:
-        """Continue a saved conversation: provider history, turn summaries, working memory."""
+                working: dict | None = None, open_turn: dict | None = None) -> None:
+        """Continue a saved conversation: provider history, turn summaries, working memory
+        and what an open question keeps for its answer."""
         self.llmclient.history = list(history or [])
         self.history_info[:] = list(history_info or [])
+        self.open_turn = dict(open_turn or {})
         self.transcript = Transcript(self.history_info)
         self.handler = None
         if working:
@@ -637,7 +642,8 @@ class GenericAgent:
         """The conversation as plain data; ``restore(**agent.snapshot())`` brings it back."""
         working = dict(self.handler.working) if self.handler is not None else {}
         return {"history": list(getattr(self.llmclient, "history", None) or []),
-                "history_info": list(self.history_info), "working": working}
+                "history_info": list(self.history_info), "working": working,
+                "open_turn": dict(self.open_turn)}
 
     def _emit(self, event: dict) -> list[dict]:
         """Redact ``event``, record it and tell the listeners; returns the event(s) to pass on
@@ -663,21 +669,48 @@ class GenericAgent:
                                    path=path)
         return query
 
-    def _opening(self, query: str, handler: GenericAgentHandler
-                 ) -> tuple[str, str, list[dict]]:
+    def _open_question(self) -> tuple[dict | None, dict]:
+        """The ``ask_user`` call the conversation ended on, unanswered (else None), and what
+        it kept for its answer (``_left_open``)."""
+        asked = unanswered_call(getattr(self.llmclient, "history", None) or [], "ask_user")
+        if asked is None or self.open_turn.get("call") != asked["id"]:
+            return asked, {}
+        return asked, self.open_turn
+
+    def _left_open(self, result: dict, turn: int) -> dict:
+        """What a question left open keeps for its answer: the turn it stopped and the
+        results of that turn's other calls. A failed answer keeps what the question had."""
+        asked, kept = self._open_question()
+        if asked is None or result.get("result") != "EXITED":
+            return kept
+        return {"call": asked["id"], "turn": turn, "results": result.get("turn_results") or []}
+
+    def _task_handler(self, asked: dict | None, kept: dict) -> GenericAgentHandler:
+        """An answer to an open question continues the task that asked it (its memory and
+        turn count as they were); a new task inherits from the task before (§3)."""
+        handler = self.handler_cls(self, self.cwd)
+        if asked is not None:
+            handler.working = dict(self.handler.working) if self.handler is not None else {}
+            handler.current_turn = kept.get("turn", 0)
+        elif self.handler is not None:
+            handler.inherit(self.handler)
+        return handler
+
+    def _opening(self, query: str, handler: GenericAgentHandler, asked: dict | None,
+                 kept: dict) -> tuple[str, str, list[dict]]:
         """The task's text, first message and the tool results sent with it: a task that
         starts on an open ``ask_user`` question answers it, as that call's result ("2"
-        picks the second candidate)."""
-        asked = unanswered_call(getattr(self.llmclient, "history", None) or [], "ask_user")
+        picks the second candidate), sent with the results of that turn's other calls."""
         if asked is not None:
             query = pick_answer(query, (asked.get("input") or {}).get("candidates"))
         self.history_info.append(self.texts("user_line", text=squeeze(query, 200, self.redactor)))
         message = self._first_message(query)
         answers = []
         if asked is not None:
-            answers, message = [{"tool_use_id": asked["id"], "content": message}], ""
+            answer = {"tool_use_id": asked["id"], "content": message}
+            answers, message = [*kept.get("results", []), answer], ""
         if handler.working.get("key_info"):
-            anchor = handler._get_anchor_prompt()
+            anchor = handler._get_anchor_prompt(opening=True)
             message = f"{message}\n{anchor}" if message else anchor.lstrip("\n")
         return query, message, answers
 
@@ -686,12 +719,10 @@ class GenericAgent:
         """Run one task to its end, yielding events; returns the ``task_end`` event.
         ``images`` (paths, bytes or image blocks) go with the task as image content."""
         blocks = pictures.for_model(images, self.llmclient)
-        handler = self.handler_cls(self, self.cwd)
-        if self.handler is not None:
-            handler.inherit(self.handler)
-        self.handler = handler
+        asked, kept = self._open_question()
+        handler = self.handler = self._task_handler(asked, kept)
         handler.disabled_tools = self.disabled_tools
-        query, message, answers = self._opening(query, handler)
+        query, message, answers = self._opening(query, handler, asked, kept)
         self._provider_events.clear()  # a /model switch between tasks is no restart
         shown = {"images": [pictures.meta(b) for b in blocks]} if blocks else {}
         yield from self._emit({"type": "task_start", "prompt": query, "source": source,
@@ -706,7 +737,8 @@ class GenericAgent:
             end = task_end_event(result, handler.current_turn)
         except LLMError as e:  # the model failed for good: the task ends, the session lives
             yield from self._relay_provider_events()  # the retries that came to nothing
-            end = failed_event(str(e), handler.current_turn, model_error=True)
+            result, end = {}, failed_event(str(e), handler.current_turn, model_error=True)
+        self.open_turn = self._left_open(result, handler.current_turn)  # journaled with the end
         events = self._emit(dict(end, session_id=self.session_id))
         # archived before the end is seen: a caller may exit right after it
         self.failures.attempt("archiving the session in L4", archive_to_l4, self.memory,

@@ -261,7 +261,7 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
         args.model, config_path=args.config, home=home, redactor=redactor)
     agent = make_agent(args, home, client, api, redactor)
     if state is not None:
-        agent.restore(state.history, state.history_info, state.working)
+        agent.restore(state.history, state.history_info, state.working, state.open_turn)
         print(f"ga: resumed session {state.id} ({state.turns} turns, model {client.name})",
               file=sys.stderr)
     journal = Journal(home, agent, state.id if state else None, state)

@@ -37,6 +37,7 @@ STREAM_EVENTS = ("text", "thinking")
 RESTART_EVENTS = ("retry", "model_switch")  # the reply starts over: its streamed text goes
 SKIPPED_EVENTS = ("progress",)
 STATE_AFTER = ("turn", "tool_result", "task_end")
+SAVED_STATE = ("working", "open_turn")  # the agent's dicts a state record holds when changed
 PROMPT_PREVIEW_CHARS = 60
 
 
@@ -102,7 +103,7 @@ class Journal:
         self.images = ImageStore(home)  # image data lives once under <home>/images
         self._history = ListDelta(state.history if state else [])
         self._info = ListDelta(state.history_info if state else [])
-        self._working = _dumps(state.working) if state else _dumps({})
+        self._saved = {key: _dumps(getattr(state, key) if state else {}) for key in SAVED_STATE}
         self._stream: dict[str, list[str]] = {}  # streamed pieces, joined once when written
         self._file: IO[str] | None = None
         self.redact: Redactor = getattr(agent, "redactor", None) or (
@@ -181,11 +182,13 @@ class Journal:
         """A ``state`` record: working memory, and what changed in the histories."""
         handler = getattr(self.agent, "handler", None)
         working = dict(getattr(handler, "working", {}) or {})
+        open_turn = dict(getattr(self.agent, "open_turn", {}) or {})
         history = list(getattr(self.agent.llmclient, "history", []) or [])
         record: dict[str, Any] = {"type": "state"}
-        if _dumps(working) != self._working:
-            record["working"] = working
-            self._working = _dumps(working)
+        for key, value in (("working", working), ("open_turn", open_turn)):
+            if _dumps(value) != self._saved[key]:
+                record[key] = value
+                self._saved[key] = _dumps(value)
         for key, tracker, items in (("history", self._history, history),
                                     ("history_info", self._info, list(self.agent.history_info))):
             delta = tracker.delta(items)
@@ -198,10 +201,10 @@ class Journal:
         """Record a conversation loaded from a file (``--history``) as this session's start."""
         self.write({"type": "seed", "history": data.get("history") or [],
                     "history_info": data.get("history_info") or [],
-                    "working": data.get("working") or {}})
+                    **{key: data.get(key) or {} for key in SAVED_STATE}})
         self._history = ListDelta(data.get("history") or [])
         self._info = ListDelta(data.get("history_info") or [])
-        self._working = _dumps(data.get("working") or {})
+        self._saved = {key: _dumps(data.get(key) or {}) for key in SAVED_STATE}
 
     def close(self) -> None:
         if self._file is not None and not self.closed:
@@ -235,6 +238,7 @@ class SessionState:
     history: list = field(default_factory=list)
     history_info: list = field(default_factory=list)
     working: dict = field(default_factory=dict)
+    open_turn: dict = field(default_factory=dict)  # what an open ask_user question keeps
     torn: list[int] = field(default_factory=list)  # line numbers that could not be read
     lock: SessionLock | None = field(default=None, repr=False, compare=False)
 
@@ -276,14 +280,16 @@ def _apply(state: SessionState, r: dict) -> None:
         state.tokens += int(r.get("input") or 0) + int(r.get("output") or 0)
         state.tokens_estimated = state.tokens_estimated or bool(r.get("estimated"))
     elif kind == "state":
-        if "working" in r:
-            state.working = dict(r["working"] or {})
+        for key in SAVED_STATE:
+            if key in r:
+                setattr(state, key, dict(r[key] or {}))
         state.history = apply_delta(state.history, r.get("history"))
         state.history_info = apply_delta(state.history_info, r.get("history_info"))
     elif kind == "seed":
         state.history = list(r.get("history") or [])
         state.history_info = list(r.get("history_info") or [])
-        state.working = dict(r.get("working") or {})
+        for key in SAVED_STATE:
+            setattr(state, key, dict(r.get(key) or {}))
 
 
 def load_session(path: str | Path, with_images: bool = True) -> SessionState:
@@ -291,7 +297,9 @@ def load_session(path: str | Path, with_images: bool = True) -> SessionState:
     ``with_images``: image references get their data back from ``<home>/images``."""
     state = _quiet_load(Path(path))
     if with_images:
-        state.history = ImageStore(Path(path).parent.parent).internalize(state.history)
+        store = ImageStore(Path(path).parent.parent)
+        state.history = store.internalize(state.history)
+        state.open_turn = store.internalize(state.open_turn)  # a result may hold an image
     if state.torn:
         log.warning("session %s: skipped unreadable line(s) %s (cut off by a crash?)",
                     state.id, ", ".join(map(str, state.torn)))

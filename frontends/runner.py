@@ -40,7 +40,7 @@ LIMIT_MESSAGES = {  # why a limit ended the task (exit 4), naming the option tha
     "NO_PROGRESS": "stopped: no progress: {text}",
     "BUDGET_EXCEEDED": "stopped: {text} (--max-tokens)",
 }
-HISTORY_KEYS = {"history": list, "history_info": list, "working": dict}
+HISTORY_KEYS = {"history": list, "history_info": list, "working": dict, "open_turn": dict}
 MATCHES_SHOWN = 5  # an ambiguous session prefix lists this many matches
 TICK_SECONDS = 0.2  # how often a waiting front end looks at control files (task mode)
 WORKER_GONE = "the agent's worker stopped without ending the task"
@@ -257,7 +257,7 @@ class Session:
         self.journal.close()
         if not self.keep_cwd and state.cwd and Path(state.cwd).is_dir():
             self.agent.cwd = Path(state.cwd)
-        self.agent.restore(state.history, state.history_info, state.working)
+        self.agent.restore(state.history, state.history_info, state.working, state.open_turn)
         self.journal = Journal(self.home, self.agent, state.id, state)
         self._watch_client(self.agent.llmclient)
 
@@ -265,7 +265,8 @@ class Session:
         """Start from a saved conversation (``--history FILE``, ``_history.json``); image
         references of an export get their data back from the home."""
         data = {**data, "history": ImageStore(self.home).internalize(data.get("history") or [])}
-        self.agent.restore(data.get("history"), data.get("history_info"), data.get("working"))
+        self.agent.restore(data.get("history"), data.get("history_info"), data.get("working"),
+                           data.get("open_turn"))
         self.journal.seed(data)
 
     def model_names(self) -> list[str]:

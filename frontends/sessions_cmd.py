@@ -108,7 +108,7 @@ def export_session(home: Path, session_id: str, target: str | None,
     path = session_path(home, session_id, "id")
     state = load_session(path, with_images=False)  # images as references to <home>/images
     data = {"history": state.history, "history_info": state.history_info,
-            "working": state.working}
+            "working": state.working, "open_turn": state.open_turn}
     text = (redact or Redactor()).dumps(data, indent=1)
     if target and target != "-":  # "-": standard output, as the default
         write_export(target, text)

@@ -151,7 +151,27 @@ def test_should_exit_ends_with_exited():
             return StepOutcome({"q": 1}, next_prompt="", should_exit=True)
 
     result, _, _, _ = drive([{"tool_calls": [{"name": "stop", "args": {}}]}], H())
-    assert result == {"result": "EXITED", "data": {"q": 1}}
+    assert result == {"result": "EXITED", "data": {"q": 1}, "turn_results": []}
+
+
+def test_an_exit_returns_the_results_of_the_calls_before_it():
+    class H(EchoHandler):
+        def do_stop(self, args, response):
+            return StepOutcome({"q": 1}, next_prompt="", should_exit=True)
+
+    result, _, client, _ = drive([{"tool_calls": [
+        {"name": "echo", "args": {"text": "a"}}, {"name": "stop", "args": {}},
+        {"name": "echo", "args": {"text": "never"}}]}], H())
+    assert result["turn_results"] == [{"tool_use_id": "call_1_0", "content": '{"echo": "a"}'}]
+
+
+def test_turns_count_on_from_the_handlers_turn_and_max_turns_limits_the_run():
+    handler = EchoHandler()
+    handler.current_turn = 4  # an answered question's task goes on from its turn 4
+    script = [{"tool_calls": [{"name": "echo", "args": {"text": str(i)}}]} for i in range(3)]
+    result, events, _, _ = drive(script, handler, max_turns=2)
+    assert result["result"] == "MAX_TURNS_EXCEEDED"
+    assert [e["turn"] for e in events if e["type"] == "turn"] == [5, 6]
 
 
 def test_done_hooks_run_before_the_task_may_finish():

@@ -595,7 +595,8 @@ def test_an_answer_to_a_question_that_is_not_a_pick_is_kept_as_typed(run_agent):
         {"name": "update_working_checkpoint", "args": {"key_info": "K"}},
         {"name": "ask_user", "args": {"question": "Port?", "candidates": ["80"]}}]}
     agent, client, _ = run_agent([ask], task="deploy")
+    asked = client.history[-1]["content"][-1]
     run_agent([{"text": "ok"}], task="3", agent=agent)  # out of range: the text itself
     first = client.calls[-1]["messages"][1]
-    assert first["tool_results"][0]["content"] == "3"
+    assert first["tool_results"][-1] == {"tool_use_id": asked["id"], "content": "3"}
     assert first["content"].startswith("### [WORKING MEMORY]")  # key_info still comes
