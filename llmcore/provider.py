@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -24,6 +26,7 @@ log = logging.getLogger("ga.llm")
 REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 EVENT_STREAM = "text/event-stream"  # the one content type a streamed answer may have
 RECUT_SECONDS = 0.1  # after the deadline, try to cut the stream again this often
+WATCHDOG_IDLE = 30.0  # the deadline thread ends after this many seconds with no request
 BODY_PEEK_BYTES = 65536  # of an answer that is no event stream, read to report it
 NO_KEY = "no-key"  # the SDKs need a string where no key is sent; plainly not a key
 
@@ -113,39 +116,77 @@ def _head(response: Any) -> bytes:
     return bytes(got[:BODY_PEEK_BYTES])
 
 
+class Watchdog:
+    """Cuts requests still running after their deadline (``Deadline``), from one thread a
+    session's requests share: a request starts no thread of its own. The thread starts with
+    the first deadline and sleeps until the earliest one due (a request that ends wakes
+    nobody), at most ``WATCHDOG_IDLE`` seconds at a time; it ends once that long passes
+    without a request."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._armed: set[Deadline] = set()
+        self._wake = math.inf  # when the thread looks next
+        self._idle_until = 0.0
+        self.thread: threading.Thread | None = None
+
+    def deadline(self, seconds: float | None, cut: Callable[[], None]) -> Deadline:
+        return Deadline(seconds, cut, self)
+
+    def arm(self, deadline: Deadline) -> None:
+        with self._cond:
+            self._armed.add(deadline)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._watch, name="ga-deadline",
+                                               daemon=True)
+                self.thread.start()
+            elif deadline.due < self._wake:  # else the thread wakes in time by itself
+                self._cond.notify()
+
+    def disarm(self, deadline: Deadline) -> None:
+        """The request ended: its ``cut`` is not called from now on."""
+        with self._cond:
+            self._armed.discard(deadline)
+            self._idle_until = time.monotonic() + WATCHDOG_IDLE
+
+    def _watch(self) -> None:
+        with self._cond:
+            try:
+                while self._armed or time.monotonic() < self._idle_until:
+                    now = time.monotonic()
+                    for deadline in [d for d in self._armed if d.due <= now]:
+                        deadline.expired = True
+                        deadline.cut()  # again until the request ends: it may not be open yet
+                        deadline.due = now + RECUT_SECONDS
+                    self._wake = min([d.due for d in self._armed] + [now + WATCHDOG_IDLE])
+                    self._cond.wait(self._wake - now)
+            finally:
+                self.thread = None
+                self._wake = math.inf
+
+
 class Deadline:
     """Cuts a request still running after ``seconds`` in all (``request_timeout``): a server
     that drips a byte now and then never trips the idle ``read_timeout``. ``cut`` is the
     provider's ``cancel``; it is repeated until the request ends, in case the stream was not
-    open yet. Use as a context manager around one request."""
+    open yet. Use as a context manager around one request; made by a ``Watchdog``."""
 
-    def __init__(self, seconds: float | None, cut: Callable[[], None]):
+    def __init__(self, seconds: float | None, cut: Callable[[], None], watchdog: Watchdog):
         self.seconds = seconds
         self.cut = cut
         self.expired = False
-        self._done = threading.Event()
-        self._lock = threading.Lock()
+        self.due = math.inf
+        self._watchdog = watchdog
 
     def __enter__(self) -> Deadline:
         if self.seconds:
-            threading.Thread(target=self._watch, name="ga-deadline", daemon=True).start()
+            self.due = time.monotonic() + self.seconds
+            self._watchdog.arm(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        with self._lock:
-            self._done.set()
-
-    def _watch(self) -> None:
-        if self._done.wait(self.seconds):
-            return
-        self.expired = True
-        while True:
-            with self._lock:
-                if self._done.is_set():
-                    return
-                self.cut()
-            if self._done.wait(RECUT_SECONDS):
-                return
+        if self.seconds:
+            self._watchdog.disarm(self)
 
     def failure(self, url: str | None) -> BadResponse:
         return BadResponse("timeout", url, f"no complete answer within request_timeout "

@@ -37,7 +37,7 @@ from .history import (
     task_index,
 )
 from .logs import SessionLog
-from .provider import Deadline, Request, estimate_usage
+from .provider import Deadline, Request, Watchdog, estimate_usage
 from .retry import Aborted, ProviderFailure, TurnBudget, classify, retrying
 from .secrets import Redactor
 from .textmode import ToolPrompt, parse_calls, render_message
@@ -71,6 +71,7 @@ class LLMSession:
         # retries and failover switches; a listener shows them, else they are logged here
         self.on_event: Callable[[dict], Any] | None = None
         self._abort = threading.Event()
+        self._watchdog = Watchdog()  # cuts a request at request_timeout
         self._providers: dict[str, Any] = {}
         self._overrides: dict[str, Any] = {}
         self._tool_prompt = ToolPrompt()
@@ -310,7 +311,7 @@ class LLMSession:
     def _attempt(self, req: Request, tools: list[dict] | None) -> ChatStream:
         provider = self._provider()
         resp = LLMResponse()
-        deadline = Deadline(req.profile.request_timeout, provider.cancel)
+        deadline = self._watchdog.deadline(req.profile.request_timeout, provider.cancel)
         emitted = False
         try:
             for chunk in self._stream(provider, req, resp, deadline):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 
 import pytest
 from llm_server import (
@@ -22,6 +23,7 @@ from llm_server import (
 )
 
 import llmcore
+from llmcore import provider
 from llmcore.openai_chat import add_name
 
 __all__ = ["llm_server"]
@@ -59,6 +61,30 @@ def test_a_dripping_server_fails_naming_request_timeout(home, llm_server):
                      read_timeout=5, request_timeout=DEADLINE)
     assert err.status == "timeout" and f"request_timeout ({DEADLINE} s)" in err.message
     assert url_of(llm_server, "openai") in err.message
+
+
+def test_a_deadline_is_cut_after_the_deadline_thread_ended_for_lack_of_requests(monkeypatch):
+    monkeypatch.setattr(provider, "WATCHDOG_IDLE", 0.0)
+    watchdog = provider.Watchdog()
+    with watchdog.deadline(30, lambda: None):
+        ended = watchdog.thread
+    ended.join(5)  # no request, and no idle time: it ends
+    cut = threading.Event()
+    with watchdog.deadline(0.01, cut.set) as deadline:
+        assert cut.wait(5)
+    assert deadline.expired and watchdog.thread is not ended
+
+
+def test_requests_share_one_deadline_thread_instead_of_starting_one_each(home, llm_server):
+    client = client_for(home, llm_server, provider="openai")
+    others = set(threading.enumerate())  # other sessions' (earlier tests)
+    watchers = []
+    for n in range(3):
+        llm_server.queue(Reply(text=f"reply {n}"))
+        for _chunk in client.chat([{"role": "user", "content": f"go {n}"}]):
+            watchers += [t for t in threading.enumerate()
+                         if t.name == "ga-deadline" and t not in others]
+    assert watchers and all(t is watchers[0] for t in watchers)
 
 
 # ----- 200 answers that are no API stream ----------------------------------------------
