@@ -102,14 +102,35 @@ def history_chars(messages: list[dict], size: Callable[[dict], int] = message_ch
 
 
 # ---- repair ----------------------------------------------------------------------------
-def repair(messages: list[dict]) -> list[dict]:
+def repair(messages: list[dict], valid: list[dict] | tuple[dict, ...] = ()) -> list[dict]:
     """A valid history: paired tool calls, no empty text, alternating roles, user first.
-    Messages that need no change are kept as they are (the same objects)."""
-    out = _merge_roles([_clean(m) for m in messages])
-    out = _pair_tools(out)
+    Messages that need no change are kept as they are (the same objects).
+
+    ``valid``: a history made valid before (the last one sent). The part of ``messages`` that
+    begins as it did (the very same objects) is kept up to its last assistant message, and
+    only what follows is repaired again: a history that grows costs what was added."""
+    start = _valid_start(messages, valid)
+    seen = {b["id"] for m in messages[:start] if m["role"] == "assistant"
+            for b in m["content"] if b["type"] == "tool_use"}
+    out = _merge_roles([_clean(m) for m in messages[start:]])
+    out = _pair_tools(out, seen)
     out = _merge_roles(out)
-    start = next((i for i, m in enumerate(out) if m["role"] == "user"), len(out))
-    return out[start:]
+    if start:  # the kept part begins with a user message; the rest with an assistant's
+        return [*messages[:start], *out]
+    first = next((i for i, m in enumerate(out) if m["role"] == "user"), len(out))
+    return out[first:]
+
+
+def _valid_start(messages: list[dict], valid: list[dict] | tuple[dict, ...]) -> int:
+    """Where ``messages`` needs repair again: the last assistant message of the part that
+    is the same as ``valid`` (that message is checked again, what follows pairs with it);
+    0 when there is none."""
+    same = 0
+    for a, b in zip(messages, valid, strict=False):
+        if a is not b:
+            break
+        same += 1
+    return next((i for i in range(same - 1, 0, -1) if messages[i]["role"] == "assistant"), 0)
 
 
 def since_last_reply(messages: list[dict]) -> list[dict]:
@@ -145,11 +166,11 @@ def with_blocks(msg: dict, blocks: list[dict]) -> dict:
     return {**msg, "content": blocks}
 
 
-def _pair_tools(messages: list[dict]) -> list[dict]:
+def _pair_tools(messages: list[dict], seen: set[str]) -> list[dict]:
     """Every tool_use answered by exactly one tool_result in the next user message. A call
-    id used before (some servers repeat ids) is renamed in the call and its result."""
+    id used before (in ``seen``, or earlier here: some servers repeat ids) is renamed in the
+    call and its result."""
     out: list[dict] = []
-    seen: set[str] = set()
     renames: dict[str, list[str]] = {}
     for m in messages:
         if m["role"] == "assistant":

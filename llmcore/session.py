@@ -65,6 +65,7 @@ class LLMSession:
         self.redact = redactor or Redactor.from_config(config)
         self._provider_class = provider_class  # kind -> provider class (llmcore.PROVIDERS)
         self.history: list[dict] = []
+        self._sent: tuple[dict, ...] = ()  # the history of the last request
         self.system: str | None = None
         self.total_usage = Usage()
         self._lost = Usage()  # this turn's attempts that broke after output and were retried
@@ -183,7 +184,7 @@ class LLMSession:
             new[:1] = [mark_task(m) for m in new[:1]]
         self._maybe_spring_back()
         # repaired now, so the log shows what is sent (a missing tool result as filled in)
-        self.history = repair(retire_working_memory([*self.history, *new]))
+        self.history = repair(retire_working_memory([*self.history, *new]), self._sent)
         self.log.request(f"{self.name} ({self.model})", system, since_last_reply(self.history))
         self._lost = Usage()
         try:
@@ -288,8 +289,8 @@ class LLMSession:
             budget = int(budget * FORCED_TRIM_FACTOR)
         text_mode = prof.tool_mode == "text"
         budget -= len(system or "") + self._tools_chars(tools, text_mode)  # in the window too
-        self.history = trim(repair(self.history), max(budget, 0), prof.trim_keep_prefix,
-                            self._size)
+        self.history = trim(self.history, max(budget, 0), prof.trim_keep_prefix, self._size)
+        self._sent = tuple(self.history)  # valid: what follows it next time is all to repair
         self._size.keep_only(self.history)
         messages = self.history
         if not prof.sees_images:  # each image a note, made once per message

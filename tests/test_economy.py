@@ -58,6 +58,17 @@ def calls_and_results(kind: str, body: dict) -> tuple[list[str], list[str]]:
             [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"])
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_call_ids_a_server_repeats_are_renamed_in_every_request(home, llm_server, kind):
+    """The test server numbers each reply's calls alike (call_0_13 …); the history is
+    repaired incrementally, and what was sent stays valid with each new reply after it."""
+    client = client_for(home, llm_server, provider=kind)
+    tool_turns(client, llm_server, 5, 100)
+    for body in llm_server.bodies():
+        calls, results = calls_and_results(kind, body)
+        assert len(set(calls)) == len(calls) and results == calls
+
+
 def without_markers(obj):
     if isinstance(obj, dict):
         return {k: without_markers(v) for k, v in obj.items() if k != "cache_control"}

@@ -261,6 +261,43 @@ def test_repair_keeps_valid_messages_as_the_same_objects():
     assert len(out) == len(msgs) and all(a is b for a, b in zip(out, msgs, strict=True))
 
 
+def test_repair_checks_again_only_what_follows_the_history_it_made_valid():
+    sent = repair(long_history(5, 100))
+    grown = [*sent, bot(text(""), use("n")), user(text("  "), result("n"))]
+    out = repair(grown, sent)
+    assert out == repair(grown)
+    assert all(a is b for a, b in zip(out[:len(sent)], sent, strict=True))
+    # the part sent before is taken as valid as it is: an empty text there is not looked for
+    stale = [*sent[:2], user(*sent[2]["content"], text("  ")), *sent[3:]]
+    assert repair([*stale, *grown[len(sent):]], stale)[2] is stale[2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(shapes=st.lists(turn_shape, min_size=1, max_size=10),
+       edits=st.lists(st.tuples(st.integers(0, 10), st.integers(0, 30),
+                                st.sampled_from(["drop", "swap", "pop"])), max_size=10))
+def test_repair_of_a_grown_or_changed_history_is_that_of_the_whole(shapes, edits):
+    """Repaired turn by turn as a session does, with earlier messages sometimes changed
+    (a new object) or the newest taken back: the result is always that of a full repair."""
+    turns = history_from(shapes)
+    msgs, sent = turns[:1], ()
+    for n in range(1, len(turns), 2):
+        msgs = [*msgs, *turns[n:n + 2]]
+        for _, at, edit in (e for e in edits if e[0] == n // 2):
+            i = at % len(msgs)
+            if edit == "drop":  # a changed earlier message: a result goes missing
+                msgs[i] = {**msgs[i], "content": [b for b in msgs[i]["content"]
+                                                  if b["type"] != "tool_result"] or [text("x")]}
+            elif edit == "swap":  # an earlier reply repeats a later call id
+                msgs[i] = {**msgs[i], "content": [*msgs[i]["content"], use("c")]}
+            elif len(msgs) > 1:
+                msgs.pop()
+        out = repair(msgs, sent)
+        assert out == repair(msgs)
+        _check_pairs(out)
+        msgs, sent = list(out), tuple(out)
+
+
 def test_trim_works_in_rare_big_steps_keeping_squeezed_turns():
     """Turns are appended as a session does; the history is only rewritten when over budget,
     and a squeeze keeps every turn squeezed before as the very same message."""
