@@ -13,10 +13,12 @@ from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
 from .history import MessageMemo
 from .provider import (
     Events,
+    ListMemo,
     Request,
     close_stream,
     compact,
     json_body,
+    json_list,
     result_text,
     sdk_options,
     tool_input_json,
@@ -52,6 +54,7 @@ class AnthropicMessages:
         self.client = anthropic.Anthropic(**opts)
         self._current: Any = None
         self._wire = MessageMemo(lambda m: _compact_message(m["role"], _blocks(m)))
+        self._tools = ListMemo(lambda tools: compact(wire_tools(tools)))
 
     def cancel(self) -> None:
         close_stream(self._current)
@@ -63,20 +66,16 @@ class AnthropicMessages:
             i, block = point
             items[i] = _compact_message(req.messages[i]["role"], _blocks(req.messages[i]), block)
         self._wire.keep_only(req.messages)
-        return json_body(self.params(req), "messages", items)
+        built = {"tools": self._tools(req.tools)} if req.tools else {}
+        built["messages"] = json_list(items)
+        return json_body(self.params(req), built)
 
     def params(self, req: Request) -> dict[str, Any]:
-        """Everything of the body but the messages."""
+        """Everything of the body but the tools and the messages."""
         prof = req.profile
         kw: dict[str, Any] = {"model": prof.model, "max_tokens": prof.max_tokens, "stream": True}
         if req.system:
             kw["system"] = [{"type": "text", "text": req.system, "cache_control": CACHE}]
-        if req.tools:
-            kw["tools"] = [{"name": t["function"]["name"],
-                            "description": t["function"].get("description", ""),
-                            "input_schema": t["function"].get("parameters") or {"type": "object"}}
-                           for t in req.tools]
-            kw["tools"][-1]["cache_control"] = CACHE
         thinking = _thinking(prof)
         if thinking:
             kw["thinking"] = thinking
@@ -105,6 +104,15 @@ class AnthropicMessages:
         resp.thinking_blocks = [b for b in blocks if b["type"] in ("thinking", "redacted_thinking")]
         resp.tool_calls = [ToolCall.make(b["id"], b["name"], b["json"] or "{}")
                            for b in blocks if b["type"] == "tool_use"]
+
+
+def wire_tools(tools: list[dict]) -> list[dict]:
+    """The tool list in the API's form, its cache marker on the last tool."""
+    out = [{"name": t["function"]["name"], "description": t["function"].get("description", ""),
+            "input_schema": t["function"].get("parameters") or {"type": "object"}}
+           for t in tools]
+    out[-1]["cache_control"] = CACHE
+    return out
 
 
 def _thinking(prof: Any) -> dict | None:

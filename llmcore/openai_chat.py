@@ -15,12 +15,14 @@ from .base import LLMResponse, ThinkingChunk, ToolCall, Usage
 from .history import MessageMemo
 from .provider import (
     Events,
+    ListMemo,
     Request,
     close_stream,
     compact,
     is_reasoning_model,
     joined_text,
     json_body,
+    json_list,
     result_text,
     sdk_options,
     tool_input_json,
@@ -83,6 +85,7 @@ class OpenAIChat:
         self._current: Any = None
         self._send_reasoning = bool(profile.base_url)  # DeepSeek & co. want it back
         self._wire = MessageMemo(self.wire_message)
+        self._tools = ListMemo(lambda tools: compact(self.wire_tools(tools)))
 
     def cancel(self) -> None:
         close_stream(self._current)
@@ -91,27 +94,31 @@ class OpenAIChat:
         """One canonical message as serialised wire items (comma-joined)."""
         return ",".join(compact(w) for w in wire_messages(m, self._send_reasoning))
 
+    def wire_tools(self, tools: list[dict]) -> list[dict]:
+        """The tool list in the API's form (Chat Completions takes ours as it is)."""
+        return tools
+
     def system_items(self, req: Request) -> list[str]:
         return [compact({"role": "system", "content": req.system})] if req.system else []
 
     def body(self, req: Request) -> bytes:
         items = self.system_items(req) + [self._wire(m) for m in req.messages]
         self._wire.keep_only(req.messages)
-        return json_body(self.params(req), self.items_key, items)
+        built = {"tools": self._tools(req.tools)} if req.tools else {}
+        built[self.items_key] = json_list(items)
+        return json_body(self.params(req), built)
 
     def post(self, req: Request, cast_to: type, stream_cls: type) -> Any:
         return self.client.post(self.path, cast_to=cast_to, content=self.body(req),
                                 stream=True, stream_cls=stream_cls, options=REQUEST_OPTIONS)
 
     def params(self, req: Request) -> dict[str, Any]:
-        """Everything of the body but the messages."""
+        """Everything of the body but the tools and the messages."""
         prof = req.profile
         kw: dict[str, Any] = {"model": prof.model, "stream": True,
                               "stream_options": {"include_usage": True}}
-        if req.tools:
-            kw["tools"] = req.tools
-            if prof.tool_choice:
-                kw["tool_choice"] = tool_choice(prof.tool_choice)
+        if req.tools and prof.tool_choice:
+            kw["tool_choice"] = tool_choice(prof.tool_choice)
         reasoning = is_reasoning_model(prof.model)
         tokens_key = "max_completion_tokens" if reasoning or not prof.base_url else "max_tokens"
         kw[tokens_key] = prof.max_tokens

@@ -35,21 +35,22 @@ class OpenAIResponses(OpenAIChat):
     def wire_message(self, m: dict) -> str:
         return ",".join(compact(item) for item in input_items(m))
 
+    def wire_tools(self, tools: list[dict]) -> list[dict]:
+        return [{"type": "function", "name": t["function"]["name"],
+                 "description": t["function"].get("description", ""),
+                 "parameters": t["function"].get("parameters") or {"type": "object"}}
+                for t in tools]
+
     def system_items(self, req: Request) -> list[str]:
         return []  # the system prompt is the ``instructions`` parameter
 
     def params(self, req: Request) -> dict[str, Any]:
-        """Everything of the body but the input items."""
+        """Everything of the body but the tools and the input items."""
         prof = req.profile
         kw: dict[str, Any] = {"model": prof.model, "stream": True, "store": False,
                               "max_output_tokens": prof.max_tokens}
         if req.system:
             kw["instructions"] = req.system
-        if req.tools:
-            kw["tools"] = [{"type": "function", "name": t["function"]["name"],
-                            "description": t["function"].get("description", ""),
-                            "parameters": t["function"].get("parameters") or {"type": "object"}}
-                           for t in req.tools]
         if prof.reasoning_effort or is_reasoning_model(prof.model):
             kw["reasoning"] = {"summary": "auto"}
             if prof.reasoning_effort:

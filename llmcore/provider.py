@@ -42,6 +42,25 @@ class Request:
     tool_started: bool = False  # set by the provider once a tool-call piece has arrived
 
 
+class ListMemo:
+    """A value computed from a list once, and again only when the list holds other items
+    (compared by identity: an item is never changed in place). A tool list is made once per
+    task and sent with every request: its JSON is built once."""
+
+    def __init__(self, make: Callable[[list], Any]):
+        self._make = make
+        self._items: tuple | None = None
+        self._value: Any = None
+
+    def __call__(self, items: list) -> Any:
+        held = self._items
+        if held is None or len(held) != len(items) or any(
+                a is not b for a, b in zip(held, items, strict=True)):
+            self._value = self._make(items)
+            self._items = tuple(items)  # held, so no item's id is taken by a new object
+        return self._value
+
+
 def close_stream(stream: Any) -> None:
     """Cut an SDK stream from another thread, at once: shutting the socket down wakes a
     read that is blocked waiting for the next chunk (closing alone may not)."""
@@ -234,13 +253,20 @@ def joined_text(blocks: list[dict]) -> str:
     return "\n".join(b["text"] for b in blocks if b["type"] == "text")
 
 
+def tools_chars(tools: list[dict]) -> int:
+    """Size of a tool list as it counts against the context window: its JSON form."""
+    return len(json.dumps(tools, ensure_ascii=False))
+
+
 def estimate_usage(req: Request, resp: LLMResponse,
-                   size: Callable[[dict], int] = message_chars) -> Usage:
+                   size: Callable[[dict], int] = message_chars,
+                   tools_size: Callable[[list[dict]], int] = tools_chars) -> Usage:
     """Usage from the characters sent and received, for a server that reports none
-    (``size``: a message's characters, e.g. the session's per-message memo)."""
+    (``size``, ``tools_size``: a message's and the tool list's characters, e.g. the
+    session's memos)."""
     sent = len(req.system or "") + history_chars(req.messages, size)  # images by pixels
     if req.tools:
-        sent += len(json.dumps(req.tools, ensure_ascii=False))
+        sent += tools_size(req.tools)
     got = len(resp.content) + len(resp.thinking) + sum(
         len(tc.function.name) + len(tc.function.arguments) for tc in resp.tool_calls)
     return Usage(input=-(-sent // CHARS_PER_TOKEN), output=-(-got // CHARS_PER_TOKEN),
@@ -252,10 +278,16 @@ def compact(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def json_body(params: dict[str, Any], key: str, items: list[str]) -> bytes:
-    """A request body: ``params`` plus ``key`` holding items already serialised with
-    ``compact`` (each message's wire form is built once, not re-walked on every call)."""
+def json_body(params: dict[str, Any], built: dict[str, str]) -> bytes:
+    """A request body: ``params`` plus fields already serialised with ``compact`` (``built``:
+    the tool list, made once per list, and the messages as a list of wire forms made once
+    each; neither is re-walked on every call)."""
     head = compact(params)
-    joined = ",".join(item for item in items if item)
-    sep = "," if params else ""
-    return f'{head[:-1]}{sep}"{key}":[{joined}]}}'.encode()
+    fields = ",".join(f'"{key}":{text}' for key, text in built.items())
+    sep = "," if params and fields else ""
+    return f"{head[:-1]}{sep}{fields}}}".encode()
+
+
+def json_list(items: list[str]) -> str:
+    """A JSON list of items already serialised (empty ones left out)."""
+    return f"[{','.join(item for item in items if item)}]"

@@ -7,7 +7,6 @@ small provider object (``llmcore.openai_chat`` …) and owns everything around i
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 import time
@@ -37,7 +36,7 @@ from .history import (
     task_index,
 )
 from .logs import SessionLog
-from .provider import Deadline, Request, Watchdog, estimate_usage
+from .provider import Deadline, ListMemo, Request, Watchdog, estimate_usage, tools_chars
 from .retry import Aborted, ProviderFailure, TurnBudget, classify, retrying
 from .secrets import Redactor
 from .textmode import ToolPrompt, parse_calls, render_message
@@ -77,6 +76,7 @@ class LLMSession:
         self._overrides: dict[str, Any] = {}
         self._tool_prompt = ToolPrompt()
         self._size = MessageMemo(message_chars)  # per message, computed once
+        self._tools_size = ListMemo(tools_chars)  # per tool list
         self._as_text = MessageMemo(render_message)  # text tool mode's form of a message
         self._notes = MessageMemo(images.without_images)  # for a model without vision
         self._failed_at = 0.0
@@ -307,7 +307,7 @@ class LLMSession:
     def _tools_chars(self, tools: list[dict] | None, text_mode: bool) -> int:
         if text_mode:
             return self._tool_prompt.chars(tools)
-        return len(json.dumps(tools, ensure_ascii=False)) if tools else 0
+        return self._tools_size(tools) if tools else 0
 
     def _attempt(self, req: Request, tools: list[dict] | None) -> ChatStream:
         provider = self._provider()
@@ -329,7 +329,8 @@ class LLMSession:
                 self._drop_provider(req.profile.name)
             if not emitted:
                 raise ProviderFailure(fail) from None
-            resp.usage = estimate_usage(req, resp, self._size)  # output made is paid for
+            # the output made is paid for
+            resp.usage = estimate_usage(req, resp, self._size, self._tools_size)
             if fail.in_stream or req.tool_started:
                 log.warning("%s: stream broke after output: %s", self.name, fail.message)
                 resp.tool_calls = []
@@ -345,7 +346,7 @@ class LLMSession:
             if resp.tool_calls and resp.stop_reason != "max_tokens":  # a cut call stays "cut"
                 resp.stop_reason = "tool_use"
         if not (resp.usage.input or resp.usage.output):
-            resp.usage = estimate_usage(req, resp, self._size)
+            resp.usage = estimate_usage(req, resp, self._size, self._tools_size)
         return resp
 
     def _stream(self, provider: Any, req: Request, resp: LLMResponse,

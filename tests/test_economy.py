@@ -23,6 +23,7 @@ from llm_server import (
 from llmcore.config import load_config
 from llmcore.history import MessageMemo
 from llmcore.openai_chat import OpenAIChat
+from llmcore.provider import ListMemo
 from llmcore.session import LLMSession
 
 __all__ = ["llm_server"]
@@ -154,10 +155,15 @@ def test_body_is_what_the_sdks_typed_create_would_send(home, llm_server, kind):
 
 class CountingChat(OpenAIChat):
     built: list[str] = []
+    tool_lists: list[list[str]] = []
 
     def wire_message(self, m: dict) -> str:
         CountingChat.built.append(m["role"])
         return super().wire_message(m)
+
+    def wire_tools(self, tools: list[dict]) -> list[dict]:
+        CountingChat.tool_lists.append([t["function"]["name"] for t in tools])
+        return super().wire_tools(tools)
 
 
 def test_each_message_is_serialised_once_across_turns(home, llm_server):
@@ -168,6 +174,30 @@ def test_each_message_is_serialised_once_across_turns(home, llm_server):
     # each message once, plus the one rewritten per turn (its working memory retired)
     assert len(client.history) <= len(CountingChat.built) <= len(client.history) + 9
     assert len(llm_server.requests) == 9
+
+
+def test_the_tool_list_is_serialised_once_and_again_when_it_changes(home, llm_server):
+    cfg = load_config(Path(write_config(home, llm_server, p={"model": "m"})), required=True)
+    client = LLMSession(cfg, cfg.profile("p"), home, lambda kind: CountingChat)
+    CountingChat.tool_lists = []
+    tool_turns(client, llm_server, 3, 100)
+    more = [*TOOLS, tool_schema("file_write", path="string")]
+    llm_server.queue(Reply(text="again"))
+    run_chat(client, [{"role": "user", "content": "and write"}], more)
+    assert CountingChat.tool_lists == [["file_read"], ["file_read", "file_write"]]
+    sent = [[t["function"]["name"] for t in body["tools"]] for body in llm_server.bodies()]
+    assert sent == [["file_read"]] * 4 + [["file_read", "file_write"]]
+
+
+def test_list_memo_computes_once_per_list_and_again_for_other_items():
+    made = []
+    memo = ListMemo(lambda items: made.append(1) or len(items))
+    tools = [{"name": "a"}, {"name": "b"}]
+    assert memo(tools) == memo(tools) == memo(list(tools)) == 2 and len(made) == 1
+    tools.append({"name": "c"})  # the same list, grown
+    assert memo(tools) == 3 and len(made) == 2
+    assert memo([tools[0], {"name": "b"}, tools[2]]) == 3 and len(made) == 3  # one replaced
+    assert memo([]) == 0 and len(made) == 4
 
 
 def test_message_memo_computes_once_per_object_and_forgets_dropped_ones():
