@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tools import ToolError
 from tools.files import (
@@ -274,6 +278,32 @@ def test_patch_keeps_undecodable_bytes(tmp_path):
     path.write_bytes(b"caf\xe9\nold\n")
     file_patch(path, "old", "new")
     assert path.read_bytes() == b"caf\xe9\nnew\n"
+
+
+@settings(max_examples=100, deadline=None)
+@given(widths=st.lists(st.integers(0, 3000), min_size=1, max_size=60), start=st.integers(1, 70),
+       count=st.integers(1, 60), max_chars=st.integers(1, 20_000))
+def test_read_window_stops_at_its_budget_and_counts_every_line(widths, start, count,
+                                                               max_chars):
+    rows = [f"{i}:" + "w" * width for i, width in enumerate(widths, 1)]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "w.txt")
+        path.write_text("\n".join(rows) + "\n")
+        if start > len(rows):
+            with pytest.raises(ToolError):
+                file_read(path, start=start, count=count, max_chars=max_chars)
+            return
+        out = file_read(path, start=start, count=count, max_chars=max_chars).splitlines()
+    expected, used = [], 0
+    for n, row in enumerate(rows[start - 1:start - 1 + count], start):
+        cut = f"{row[:MAX_LINE_CHARS]} ... [TRUNCATED] ({len(row)} chars)"
+        text = f"{n}|{row if len(row) <= MAX_LINE_CHARS else cut}"
+        used += len(text) + 1
+        if expected and used > max_chars:
+            break
+        expected.append(text)
+    assert out[0] == f"[FILE] {len(rows)} lines"
+    assert out[1:1 + len(expected)] == expected and len(out) <= len(expected) + 2
 
 
 def test_read_start_past_end(numbered):

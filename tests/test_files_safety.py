@@ -11,10 +11,13 @@ import sys
 import textwrap
 import threading
 import tracemalloc
+from io import BytesIO
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tools import ToolError, files, fsutil, lines, nearmatch
 from tools.files import file_patch, file_read, file_write, suggest_paths
@@ -182,6 +185,33 @@ def test_keyword_across_a_piece_boundary_of_a_long_line_is_found(tmp_path):
     path.write_bytes(b"short\n" + b"b" * (edge - 9) + b"KEYWORD" + b"b" * (edge * 2) + b"\n")
     assert "[FILE] 2 lines" in file_read(path, keyword="keyword")
     assert "[NOTE]" not in file_read(path, keyword="keyword")
+
+
+def one_by_one(data: bytes, count: int) -> tuple[list, int]:
+    f = BytesIO(data)
+    out = []
+    while len(out) < count and (line := lines.read_line(f)) is not None:
+        out.append(line)
+    return out, f.tell()
+
+
+LONG = b"y" * (lines.LINE_PIECE_BYTES + 5)  # ends in no piece it starts in
+text_parts = st.lists(st.sampled_from([b"ab", b"\xc3\xa9", b"\xc3", b"\xff", b"\r", b"\n",
+                                       b"\r\n", LONG]), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(parts=text_parts, skip=st.integers(0, 30), count=st.integers(1, 30))
+def test_lines_read_and_skipped_in_pieces_are_those_read_one_by_one(parts, skip, count):
+    data = b"".join(parts)
+    f = BytesIO(data)
+    skipped = lines.skip_lines(f, skip)
+    expected, _ = one_by_one(data, skipped)
+    assert skipped == len(expected) and f.tell() == one_by_one(data, skip)[1]
+    at = f.tell()
+    got = [line for batch in lines.read_lines(f, count) for line in batch]
+    expected, end = one_by_one(data[at:], count)
+    assert got == expected and f.tell() == at + end
 
 
 def test_file_write_overwrite_reads_only_the_head_of_the_old_file(tmp_path):

@@ -7,6 +7,8 @@ import os
 import re
 import threading
 import time
+from bisect import bisect_right
+from itertools import accumulate
 from pathlib import Path
 
 from llmcore import images
@@ -80,21 +82,22 @@ def file_read(
 
 
 def _read_window(f, start: int, count: int, max_chars: int, show_linenos: bool) -> list[str]:
-    """Up to ``count`` formatted lines; stops before ``max_chars`` (one line at least)."""
+    """Up to ``count`` formatted lines; stops before ``max_chars`` (one line at least). The
+    file is left right after the last line shown."""
     shown: list[str] = []
     used = 0
-    for number in range(start, start + count):
-        pos = f.tell()
-        line = lines.read_line(f)
-        if line is None:
-            break
-        text = _cut(*line)
-        text = f"{number}|{text}" if show_linenos else text
-        used += len(text) + 1
-        if shown and used > max_chars:
+    pos = f.tell()
+    for batch in lines.read_lines(f, count):
+        rows = ([f"{n}|{_cut(*line)}" for n, line in enumerate(batch, start + len(shown))]
+                if show_linenos else [_cut(*line) for line in batch])
+        ends = list(accumulate((len(text) + 1 for text in rows), initial=used))
+        keep = max(bisect_right(ends, max_chars) - 1, 0 if shown else 1)
+        shown += rows[:keep]
+        if keep < len(rows):
             f.seek(pos)
+            lines.skip_lines(f, len(shown))
             break
-        shown.append(text)
+        used = ends[-1]
     return shown
 
 

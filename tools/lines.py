@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import codecs
 import os
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
 
 SCAN_CHUNK_BYTES = 1 << 18  # counting, skipping and keyword search read this much at a time
 LINE_PIECE_BYTES = 1 << 16  # a long line is read in pieces of this size, only its head kept
 HEAD_CHARS = 2_001  # characters of a line kept for display (callers cut at 2,000)
+COUNT_BLOCK_BYTES = 4096  # skipping counts line ends this much at a time, then finds the last
 assert LINE_PIECE_BYTES >= 4 * HEAD_CHARS  # a first piece always holds the whole head
 
 
@@ -24,16 +25,29 @@ def skip_lines(f: BinaryIO, n: int) -> int:
         chunk = f.read(SCAN_CHUNK_BYTES)
         if not chunk:
             return done + (last not in (b"", b"\n"))
-        found = chunk.count(b"\n")
-        if done + found < n:
+        at, found = _nth_line_end(chunk, n - done)
+        if at < 0:
             done, last = done + found, chunk[-1:]
             continue
-        at = -1
-        for _ in range(n - done):
-            at = chunk.index(b"\n", at + 1)
         f.seek(at + 1 - len(chunk), os.SEEK_CUR)
         return n
     return done
+
+
+def _nth_line_end(data: bytes, n: int) -> tuple[int, int]:
+    """(index of the ``n``-th ``\\n`` in ``data``, n), or (-1, how many it holds) when fewer:
+    counted a block at a time (in C), then found one by one only in the last block."""
+    at, need = 0, n
+    while at < len(data):
+        found = data.count(b"\n", at, at + COUNT_BLOCK_BYTES)
+        if found >= need:
+            pos = at - 1
+            for _ in range(need):
+                pos = data.index(b"\n", pos + 1)
+            return pos, n
+        need -= found
+        at += COUNT_BLOCK_BYTES
+    return -1, n - need
 
 
 def count_lines(f: BinaryIO) -> int:
@@ -74,6 +88,30 @@ def find_line(f: BinaryIO, keyword: str) -> int | None:
 
 def _lower(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").lower()
+
+
+def read_lines(f: BinaryIO, count: int) -> Iterator[list[tuple[str, int]]]:
+    """The next ``count`` lines (fewer at the end of the file) as ``read_line`` gives them,
+    in batches: the lines that end in a piece, decoded at once; a line that ends in none (a
+    long one, or an unended last line) alone, through ``read_line``. The file is left after
+    the last line of the last batch taken."""
+    left = count
+    while left > 0:
+        start = f.tell()
+        piece = f.read(LINE_PIECE_BYTES)
+        if not piece:
+            return
+        at, _ = _nth_line_end(piece, left)
+        end = at + 1 if at >= 0 else piece.rfind(b"\n") + 1
+        if end:
+            f.seek(start + end)
+            text = piece[:end].decode("utf-8", errors="replace").replace("\r\n", "\n")
+            batch = [(row[:HEAD_CHARS], len(row)) for row in text.split("\n")[:-1]]
+        else:
+            f.seek(start)
+            batch = [read_line(f) or ("", 0)]  # never None: the piece holds bytes
+        left -= len(batch)
+        yield batch
 
 
 def read_line(f: BinaryIO) -> tuple[str, int] | None:
