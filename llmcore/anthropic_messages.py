@@ -53,18 +53,20 @@ class AnthropicMessages:
             opts["base_url"] = opts["base_url"].rstrip("/")[: -len("/v1")]
         self.client = anthropic.Anthropic(**opts)
         self._current: Any = None
-        self._wire = MessageMemo(lambda m: _compact_message(m["role"], _blocks(m)))
+        self._wire = MessageMemo(self.wire_message)
         self._tools = ListMemo(lambda tools: compact(wire_tools(tools)))
 
     def cancel(self) -> None:
         close_stream(self._current)
 
+    def wire_message(self, m: dict) -> str:
+        """One canonical message in its wire form (serialised), without a cache marker."""
+        return _compact_message(m["role"], _blocks(m))
+
     def body(self, req: Request) -> bytes:
-        items = [self._wire(m) for m in req.messages]
-        point = cache_point(req.messages)
-        if point is not None:
-            i, block = point
-            items[i] = _compact_message(req.messages[i]["role"], _blocks(req.messages[i]), block)
+        marked, block = cache_point(req.messages) or (None, None)
+        items = [self._wire(m) if n != marked else _compact_message(m["role"], _blocks(m), block)
+                 for n, m in enumerate(req.messages)]  # the marked one: only its marked form
         self._wire.keep_only(req.messages)
         built = {"tools": self._tools(req.tools)} if req.tools else {}
         built["messages"] = json_list(items)

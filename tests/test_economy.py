@@ -20,6 +20,7 @@ from llm_server import (
     write_config,
 )
 
+from llmcore.anthropic_messages import AnthropicMessages
 from llmcore.config import load_config
 from llmcore.history import MessageMemo
 from llmcore.openai_chat import OpenAIChat
@@ -174,6 +175,28 @@ def test_each_message_is_serialised_once_across_turns(home, llm_server):
     # each message once, plus the one rewritten per turn (its working memory retired)
     assert len(client.history) <= len(CountingChat.built) <= len(client.history) + 9
     assert len(llm_server.requests) == 9
+
+
+class CountingMessages(AnthropicMessages):
+    built: list[dict] = []
+
+    def wire_message(self, m: dict) -> str:
+        CountingMessages.built.append(m)
+        return super().wire_message(m)
+
+
+def test_the_message_with_the_cache_marker_is_serialised_only_with_it(home, llm_server):
+    cfg = load_config(Path(write_config(home, llm_server, p={"provider": "anthropic",
+                                                             "model": "m"})), required=True)
+    client = LLMSession(cfg, cfg.profile("p"), home, lambda kind: CountingMessages)
+    CountingMessages.built = []
+    tool_turns(client, llm_server, 8, 300)
+    # the newest message of each request carries the marker: it is built once, marked; the
+    # plain form of a message is built only once it is older (its working memory retired)
+    assert len(CountingMessages.built) == len({id(m) for m in CountingMessages.built})
+    assert len(CountingMessages.built) < len(client.history)
+    for body in llm_server.bodies()[1:]:  # the first holds no tool result to mark
+        assert body["messages"][-1]["content"][0]["cache_control"] == {"type": "ephemeral"}
 
 
 def test_the_tool_list_is_serialised_once_and_again_when_it_changes(home, llm_server):
