@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 from datetime import date
 from pathlib import Path
 
@@ -45,6 +46,7 @@ class MemoryStore:
         self.dir = self.home / "memory"
         self.l4_keep = l4_keep
         self._stats_failed = False  # a failed stats write is reported once per store
+        self._sop_dir = str(bundled_sop_dir())  # resolved, for is_memory_file
 
     # ---- paths -------------------------------------------------------------------
     @property
@@ -128,12 +130,10 @@ class MemoryStore:
                       and p.name not in NON_SOP_NAMES and not p.name.startswith("."))
 
     def is_memory_file(self, path: Path | str) -> bool:
-        """True for a file inside the memory dir or a bundled SOP."""
-        p = Path(path).expanduser().resolve()
-        for root in (self.dir.resolve(), bundled_sop_dir()):
-            if p == root or root in p.parents:
-                return True
-        return False
+        """True for a file inside the memory dir or a bundled SOP (links followed)."""
+        real = os.path.realpath(os.path.expanduser(path))
+        return any(real == root or real.startswith(root + os.sep)
+                   for root in (os.path.realpath(self.dir), self._sop_dir))
 
     # ---- writes ------------------------------------------------------------------
     def _target(self, name: str) -> Path:

@@ -100,6 +100,9 @@ def test_is_memory_file(store, tmp_path):
     assert store.is_memory_file(bundled_sop_dir() / "plan_sop.md")
     assert not store.is_memory_file(tmp_path / "work" / "plan_sop.md")
     assert not store.is_memory_file(store.home / "config.yaml")
+    assert not store.is_memory_file(store.home / "memory-old" / "plan_sop.md")
+    (tmp_path / "link").symlink_to(store.dir)
+    assert store.is_memory_file(tmp_path / "link" / "plan_sop.md")
 
 
 def test_append_and_patch_are_atomic_edits(store):
