@@ -42,13 +42,19 @@ def new_session_id() -> str:
 
 
 def squeeze(value: Any, limit: int) -> str:
-    """One line of at most ``limit`` chars (plus a marker saying how much was cut)."""
+    """One line of at most ``limit`` chars (plus a marker saying how much was cut). Only the
+    words that can be shown are split off (a 16 KB tool output is not split whole to keep
+    240 characters); the rest counts as it stands."""
     if not isinstance(value, str):
         value = json.dumps(value, ensure_ascii=False, default=str)
-    flat = " ".join(value.split())
-    if len(flat) <= limit:
+    words = value.split(None, limit)  # ``limit`` words hold more than ``limit`` characters
+    flat = " ".join(words[:limit])
+    cut = len(flat) - limit
+    if len(words) > limit:
+        cut += 1 + len(words[limit].rstrip())
+    if cut <= 0:
         return flat
-    return f"{flat[:limit]}... [+{len(flat) - limit} chars]"
+    return f"{flat[:limit]}... [+{cut} chars]"
 
 
 def _clip(text: Any, limit: int) -> str:

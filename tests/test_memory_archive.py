@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from frontends.cli import main
-from memory.archive import INDEX_NAME, TOOL_OUTPUT_CHARS, archive_to_l4
+from memory.archive import INDEX_NAME, TOOL_OUTPUT_CHARS, archive_to_l4, squeeze
 from memory.lint import lint_store
 from memory.store import MemoryStore
 
@@ -66,6 +66,14 @@ def test_archive_squeezes_tool_output_and_drops_thinking(store):
     assert "x" * TOOL_OUTPUT_CHARS in text and "x" * (TOOL_OUTPUT_CHARS + 1) not in text
     assert "[+4760 chars]" in text
     assert "secret plan" not in text and "hidden reasoning" not in text
+
+
+def test_a_long_output_is_squeezed_to_one_line_counting_what_was_cut():
+    out = "\n".join(f"line {i:04d}: the quick brown fox" for i in range(2000))
+    flat = " ".join(out.split())
+    assert squeeze(out, TOOL_OUTPUT_CHARS) == (
+        f"{flat[:TOOL_OUTPUT_CHARS]}... [+{len(flat) - TOOL_OUTPUT_CHARS} chars]")
+    assert squeeze("  short\n text ", TOOL_OUTPUT_CHARS) == "short text"
 
 
 def test_archive_names_how_a_stopped_task_ended(store):
