@@ -64,10 +64,12 @@ class AnthropicMessages:
         return _compact_message(m["role"], _blocks(m))
 
     def body(self, req: Request) -> bytes:
-        marked, block = cache_point(req.messages) or (None, None)
-        items = [self._wire(m) if n != marked else _compact_message(m["role"], _blocks(m), block)
-                 for n, m in enumerate(req.messages)]  # the marked one: only its marked form
-        self._wire.keep_only(req.messages)
+        msgs = req.messages
+        at, block = cache_point(msgs) or (len(msgs), None)
+        marked = [] if block is None else [_compact_message(msgs[at]["role"], _blocks(msgs[at]),
+                                                            block)]  # only its marked form
+        items = [*self._wire.values(msgs[:at]), *marked, *map(self._wire, msgs[at + 1:])]
+        self._wire.keep_only(msgs)
         built = {"tools": self._tools(req.tools)} if req.tools else {}
         built["messages"] = json_list(items)
         return json_body(self.params(req), built)

@@ -38,6 +38,7 @@ class MessageMemo:
     def __init__(self, make: Callable[[dict], Any]):
         self._make = make
         self._items: dict[int, tuple[dict, Any]] = {}
+        self._last: tuple[tuple[dict, ...], list[Any]] = ((), [])  # the last ``values`` call
 
     def __call__(self, msg: dict) -> Any:
         hit = self._items.get(id(msg))
@@ -46,6 +47,20 @@ class MessageMemo:
         value = self._make(msg)
         self._items[id(msg)] = (msg, value)
         return value
+
+    def values(self, messages: list[dict]) -> list[Any]:
+        """The values of ``messages``, in order. The part that begins as in the last call
+        (the very same objects) takes them from that call: a history that grows costs what
+        was added, not a look-up per message."""
+        before, got = self._last
+        same = 0
+        for a, b in zip(messages, before, strict=False):
+            if a is not b:
+                break
+            same += 1
+        out = got[:same] + [self(m) for m in messages[same:]]
+        self._last = (tuple(messages), out)
+        return out
 
     def keep_only(self, messages: list[dict]) -> None:
         """Forget messages that left the history (cheap: runs only when the memo has grown)."""
@@ -98,6 +113,8 @@ def task_index(messages: list[dict]) -> int | None:
 
 
 def history_chars(messages: list[dict], size: Callable[[dict], int] = message_chars) -> int:
+    if isinstance(size, MessageMemo):
+        return sum(size.values(messages))
     return sum(map(size, messages))
 
 

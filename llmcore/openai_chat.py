@@ -102,7 +102,7 @@ class OpenAIChat:
         return [compact({"role": "system", "content": req.system})] if req.system else []
 
     def body(self, req: Request) -> bytes:
-        items = self.system_items(req) + [self._wire(m) for m in req.messages]
+        items = self.system_items(req) + self._wire.values(req.messages)
         self._wire.keep_only(req.messages)
         built = {"tools": self._tools(req.tools)} if req.tools else {}
         built[self.items_key] = json_list(items)

@@ -234,6 +234,17 @@ def test_message_memo_computes_once_per_object_and_forgets_dropped_ones():
     assert len(made) == 201  # forgotten once it left the history
 
 
+def test_memo_values_follow_a_history_that_grows_and_changes():
+    made = []
+    memo = MessageMemo(lambda m: made.append(m) or m["content"][0])
+    msgs = [{"role": "user", "content": [i]} for i in range(100)]
+    assert memo.values(msgs[:60]) == list(range(60)) and len(made) == 60
+    assert memo.values(msgs) == list(range(100)) and len(made) == 100  # the new ones only
+    changed = [*msgs[:10], {"role": "user", "content": ["new"]}, *msgs[11:]]
+    assert memo.values(changed) == [*range(10), "new", *range(11, 100)] and len(made) == 101
+    assert memo.values(msgs[:5]) == list(range(5))
+
+
 def test_journal_serialises_only_what_it_writes(home, tmp_path, monkeypatch):
     """State records carry what changed; building them never re-serialises the history."""
     from frontends import journal as journal_mod
