@@ -311,9 +311,10 @@ class LiveRenderer(TextRenderer):
         self._stop_spinner()
         self._reply.append(e["delta"])
         if self._live is None:
-            self._live = Live(console=self.console, auto_refresh=False, transient=True)
+            live = Live(console=self.console, auto_refresh=False, transient=True)
             with held():  # a live display cut half-way through starting cannot be stopped
-                self._live.start()
+                live.start()
+                self._live = live  # kept once started: one that failed to start has no stop
         now = time.monotonic()
         if now - self._painted >= LIVE_PAINT_SECONDS:
             self._live.update(self._tail(), refresh=True)
@@ -351,9 +352,10 @@ class LiveRenderer(TextRenderer):
 
     def _start_spinner(self, text: str) -> None:
         if self._spinner is None:
-            self._spinner = self.console.status(text, spinner="dots")
+            spinner = self.console.status(text, spinner="dots")
             with held():
-                self._spinner.start()
+                spinner.start()
+                self._spinner = spinner  # kept once started (a hung-up terminal fails it)
 
     def _stop_spinner(self) -> None:
         if self._spinner is not None:

@@ -6,6 +6,8 @@ marker in their argv (`exec -a MARK`); the tests signal `ga` and look the marker
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import signal
@@ -354,3 +356,35 @@ def test_a_signal_inside_a_held_block_is_raised_when_the_block_ends():
             for _ in range(1000):  # the handler runs between these steps
                 reached.append(1)
     assert len(reached) == 1000
+
+
+class HungUpTerminal(io.StringIO):
+    """A terminal whose writes fail with EIO once it has hung up."""
+
+    hung_up = False
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if self.hung_up:
+            raise OSError(errno.EIO, "Input/output error")
+        return super().write(text)
+
+
+@pytest.mark.parametrize("start", [lambda render: render._start_spinner("running code_run…"),
+                                   lambda render: render({"type": "text", "delta": "partial"})],
+                         ids=["spinner", "live reply"])
+def test_a_display_that_fails_to_start_on_a_hung_up_terminal_is_not_stopped(start):
+    """The REPL's spinner or live reply failing to start (EIO) must not leave a display
+    that the stop on the way out cannot stop (IndexError in rich: exit 1, not 129)."""
+    from frontends.console import LiveRenderer
+
+    term = HungUpTerminal()
+    render = LiveRenderer(out=term)
+    render.console.force_terminal = True
+    term.hung_up = True
+    with pytest.raises(OSError):
+        start(render)
+    term.hung_up = False  # the terminal now goes nowhere (ga points it at /dev/null)
+    render.close()  # nothing half-started is left to stop
