@@ -26,6 +26,7 @@ from .base import (
     Usage,
     new_messages_to_blocks,
     response_to_blocks,
+    unknown_key,
 )
 
 EXHAUSTED = "(script exhausted)"
@@ -85,8 +86,7 @@ def _check_fields(where: str | None, field: str, value: Any, table: dict, what: 
         raise ConfigError(where, field, f"expected a mapping ({what})")
     for key, v in value.items():
         if key not in table:
-            raise ConfigError(where, f"{field}.{key}",
-                              f"unknown field; known: {', '.join(table)}")
+            raise unknown_key(where, f"{field}.{key}", str(key), table)
         test, must = table[key]
         if not test(v):
             raise ConfigError(where, f"{field}.{key}", f"must be {must}, not {v!r}")
