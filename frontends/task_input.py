@@ -51,13 +51,21 @@ def argv_text(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
+def with_context(task: str, text: str, tag: str = "stdin") -> str:
+    """``task`` followed by outside ``text`` (piped stdin, an editor's resource, a batch
+    task's context) in a ``<tag>`` block, its runtime markers made inert (SPEC §4)."""
+    from agent_loop import neutralise_markers
+
+    return f"{task}\n\n<{tag}>\n{neutralise_markers(text)}\n</{tag}>"
+
+
 def task_text(args) -> str:
     """The task of a one-shot run: the arguments, with piped stdin as context (or as the
     task when no arguments are given)."""
     task = argv_text(" ".join(args.task).strip())
     piped = (piped_stdin() or "").strip()
     if task and piped:
-        return f"{task}\n\n<stdin>\n{piped}\n</stdin>"
+        return with_context(task, piped)
     if not (task or piped):
         raise ConfigError(None, "task", "no task given (ga --help)")
     return task or piped
