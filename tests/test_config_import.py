@@ -12,7 +12,7 @@ import yaml
 from llm_server import Reply, llm_server
 
 from frontends.cli import main
-from frontends.config_import import base_url
+from frontends.mykey import base_url
 
 __all__ = ["llm_server"]  # the fixture
 
@@ -123,7 +123,7 @@ def test_import_maps_every_session_kind_and_never_runs_the_file(mykey, home, llm
                 "tg_bot_token: not a model session", "langfuse_config: no session kind",
                 f"native_oai_cookie: line {line_of(mykey, 'native_oai_cookie')}: its value "
                 "is not a literal",
-                "line 2: an import, not run", "line 3: an expression, not run"):
+                "line 2: Import statement, not run", "line 3: Expr statement, not run"):
         assert why in out, why
     assert not any(key in out + err for key in KEYS)
     assert "config check" in err
