@@ -301,8 +301,8 @@ def mixin_profile(var: str, cfg: dict, entries: list[Profile | None], names: dic
     from llmcore.config import coerce
 
     nos = cfg.get("llm_nos")
-    if not isinstance(nos, list) or not nos:
-        raise LeftOut("its llm_nos is empty: a failover over no session")
+    if not isinstance(nos, (list, tuple)) or not nos:
+        raise LeftOut("its llm_nos lists no session: a failover over nothing")
     settings: dict[str, Any] = {"mixin": [_member(no, entries, names) for no in nos]}
     notes: list[str] = []
     for key, value in cfg.items():

@@ -51,7 +51,7 @@ oai_config = {{
     'name': 'local', 'apikey': '', 'apibase': '{server}/v1/chat/completions',
     'model': 'qwen3', 'proxy': {dead_proxy!r},
 }}
-mixin_config = {{'llm_nos': ['claude', 2], 'max_retries': 3, 'base_delay': 0.5,
+mixin_config = {{'llm_nos': ('claude', 2), 'max_retries': 3, 'base_delay': 0.5,
                  'spring_back': 60}}
 broken_mixin_config = {{'llm_nos': []}}
 proxy = {server!r}
@@ -119,7 +119,7 @@ def test_import_maps_every_session_kind_and_never_runs_the_file(mykey, home, llm
                 "fake_cc_system_prompt left out", "stream left out",
                 "thinking_type left out: the original sends it to Claude only",
                 "base_delay left out", "proxy: the file's global proxy",
-                "broken_mixin_config: its llm_nos is empty",
+                "broken_mixin_config: its llm_nos lists no session",
                 "tg_bot_token: not a model session", "langfuse_config: no session kind",
                 f"native_oai_cookie: line {line_of(mykey, 'native_oai_cookie')}: its value "
                 "is not a literal",
