@@ -137,7 +137,8 @@ class GenericAgentHandler(BaseHandler):
             yield f"[Action] Running {type} in {run_dir.name or run_dir}: {shown}\n"
             result = yield from code_run(code, type, timeout, cwd=run_dir, abort=self.abort_event,
                                          max_output=budget,
-                                         env=self.parent.env_policy.child_env())
+                                         env=self.parent.env_policy.child_env(),
+                                         import_path=[self.memory.dir])
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     def _inline_eval(self, code: str, run_dir: Path, timeout: int, budget: int) -> dict:

@@ -133,7 +133,8 @@ DESCRIPTIONS = {
     "memory": "Long-term memory (<home>/memory): the L1 index, SOPs, a consistency check.",
     "tools": "Every tool the model would get (built-in and plugins), where each comes from, "
              "and which are not offered and why.",
-    "config": "Where the config is read from, and whether it is valid.",
+    "config": "Where the config is read from, whether it is valid, and importing the models "
+              "of an original GenericAgent mykey.py.",
 }
 ACTIONS = {
     "sessions": {
@@ -158,6 +159,13 @@ ACTIONS = {
         "path": ("print the path of the config file ga reads", []),
         "check": ("validate the config and list its profiles, keys as set/unset "
                   "(the default); exit 2 when it finds a problem", []),
+        "import": ("read an original GenericAgent mykey.py without running it and write its "
+                   "sessions as profiles, keys included, to the config file (mode 600)",
+                   [(("mykey",), {"metavar": "MYKEY.py", "help": "the original's mykey.py"}),
+                    (("--out",), {"metavar": "FILE",
+                                  "help": "write here (default: the config file ga reads)"}),
+                    (("--force",), {"action": "store_true",
+                                    "help": "replace the file when it exists"})]),
     },
 }
 
@@ -225,6 +233,8 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
         if not path.exists():
             print(f"ga: no file there yet ({source})", file=sys.stderr)
         return EXIT_OK
+    if action == "import":
+        return import_command(args, path)
     cfg = open_config(args.config, home)
     state = "" if path.exists() else ", not found: models come from -m or $GA_MODEL"
     print(f"config: {path} ({source}{state})")
@@ -240,6 +250,17 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
         print(f"problem: {line}")
     print("ok" if not problems else f"{len(problems)} problem(s)")
     return EXIT_CONFIG_PROBLEMS if problems else EXIT_OK
+
+
+def import_command(args: argparse.Namespace, config_path: Path) -> int:
+    from .config_import import import_mykey
+
+    target = Path(args.out).expanduser() if args.out else config_path
+    import_mykey(args.mykey, target, force=args.force)
+    where = "" if target == config_path else f" --config {shlex.quote(str(target))}"
+    print(f"next: ga{where} config check, then ga{where} \"TASK\" (-m PROFILE for another "
+          "profile)", file=sys.stderr)
+    return EXIT_OK
 
 
 def print_browser(cfg: Config) -> list[str]:

@@ -106,12 +106,13 @@ WEEKDAYS: dict[str, tuple[str, ...]] = {
 L1_TEMPLATE: dict[str, str] = {
     "en": (
         "# [Global Memory Insight - L1]\n"
-        "L0: memory_management_sop (read before writing memory)\n"
+        "L0: memory_management_sop (read before writing memory) | memory_cleanup_sop\n"
         "L2: global_mem.txt (environment facts by ## [SECTION])\n"
-        "L3: subagent_sop (children, parallel map) | plan_sop (multi-step plans) | "
-        "scheduled_task_sop (reflect, timers) | memory_cleanup_sop\n"
-        "L3: web_sop (browser: web_scan, ga(N), tabs, attach to your Chrome)\n"
-        "L4: L4_raw_sessions/ (past sessions, grep its index)\n"
+        "L3 see: web_sop (browser, your Chrome) | web_extract_sop (data to files) | "
+        "vision_sop (screenshots, images)\n"
+        "L3 work: plan_sop | verify_sop (before done) | long_task_sop (checkpoints) | "
+        "scheduled_task_sop (reflect)\n"
+        "L3 scale: subagent_sop (children) | batch_sop | mcp_sop\n"
         "\n"
         "[RULES]\n"
         "1. Look in memory before deciding; never assert what you have not verified.\n"
@@ -119,16 +120,16 @@ L1_TEMPLATE: dict[str, str] = {
         "3. Ask before irreversible actions (delete, overwrite, send, pay).\n"
         "4. Never kill processes by name (you may kill yourself): use the exact PID.\n"
         "5. Secrets: refer to key files by path; never copy a key into memory.\n"
-        "6. Memory files are patched, never overwritten; read L0 first.\n"
     ),
     "zh": (
         "# [Global Memory Insight - L1]\n"
-        "L0: memory_management_sop（写记忆前必读）\n"
+        "L0: memory_management_sop（写记忆前必读） | memory_cleanup_sop\n"
         "L2: global_mem.txt（按 ## [SECTION] 组织的环境事实）\n"
-        "L3: subagent_sop（子代理/并行） | plan_sop（多步计划） | "
-        "scheduled_task_sop（reflect/定时） | memory_cleanup_sop\n"
-        "L3: web_sop（浏览器：web_scan、ga(N)、标签页、连接你的 Chrome）\n"
-        "L4: L4_raw_sessions/（历史会话，grep 其索引）\n"
+        "L3 看: web_sop（浏览器、你的 Chrome） | web_extract_sop（数据存文件） | "
+        "vision_sop（截图、读图）\n"
+        "L3 做: plan_sop | verify_sop（完成前验证） | long_task_sop（检查点） | "
+        "scheduled_task_sop（reflect）\n"
+        "L3 扩展: subagent_sop（子代理） | batch_sop | mcp_sop\n"
         "\n"
         "[RULES]\n"
         "1. 决策前先查记忆；未经验证不断言。\n"
@@ -136,7 +137,6 @@ L1_TEMPLATE: dict[str, str] = {
         "3. 不可逆操作（删除、覆盖、发送、支付）先请示。\n"
         "4. 禁止按名字杀进程（会杀死自己）：用确切PID。\n"
         "5. 密钥：只按路径引用密钥文件，绝不把密钥写进记忆。\n"
-        "6. 记忆文件只能patch不能覆盖；先读L0。\n"
     ),
 }
 

@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 import pytest
 from genutil import drain
@@ -276,8 +277,11 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         owner = self.server.owner
-        record = {"path": self.path, "headers": dict(self.headers), "body": body,
-                  "bytes": length, "received": received}
+        target = self.path
+        if "://" in target:  # the absolute form a client sends to a proxy: this server as one
+            self.path = urlsplit(target).path
+        record = {"path": self.path, "target": target, "headers": dict(self.headers),
+                  "body": body, "bytes": length, "received": received}
         owner.requests.append(record)
         try:
             self._answer(owner.next_reply(), body)

@@ -20,7 +20,8 @@ from memory.prompt import (
 from memory.store import MemoryStore, bundled_sop_dir
 
 STARTER = {"memory_management_sop.md", "subagent_sop.md", "plan_sop.md",
-           "scheduled_task_sop.md", "memory_cleanup_sop.md", "web_sop.md"}
+           "scheduled_task_sop.md", "memory_cleanup_sop.md", "web_sop.md", "web_extract_sop.md",
+           "vision_sop.md", "long_task_sop.md", "verify_sop.md", "mcp_sop.md", "batch_sop.md"}
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ from memory.store import MemoryStore
 L1 = """# [Global Memory Insight - L1]
 L0: memory_management_sop
 L2: global_mem.txt
-L3: subagent_sop (children) | plan_sop | scheduled_task_sop | memory_cleanup_sop | web_sop
+L3: subagent_sop (children) | plan_sop | scheduled_task_sop | memory_cleanup_sop | web_sop \
+| web_extract_sop | vision_sop | verify_sop | long_task_sop | batch_sop | mcp_sop
 deploy: deploy_sop (ssh first) | notes.md
 
 [RULES]

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 
 from llmcore.secrets import EnvPolicy
@@ -76,10 +76,14 @@ def code_run(
     max_output: int = MAX_OUTPUT_CHARS,
     max_live: int = MAX_LIVE_CHARS,
     env: Mapping[str, str] | None = None,
+    import_path: Sequence[str | Path] = (),
 ) -> Generator[str, None, dict]:
     """Run ``code``; yield its output live; return status, exit code and truncated stdout.
 
     ``env`` is the child's environment (default: ours without secret-named variables).
+    ``import_path``: folders a python script imports from (the home's ``memory/``, so its
+    helpers import one another), put on ``PYTHONPATH`` after what is there already: python
+    processes the script starts import from them too.
     ``exit_code`` is None when the run was killed (status ``timeout``, which also gives the
     ``timeout`` in seconds, or ``aborted``).
     """
@@ -89,7 +93,8 @@ def code_run(
     script = None
     try:
         argv, script = _command(code, kind)
-        child = _Child(argv, folder, abort, _child_env(env))
+        child = _Child(argv, folder, abort,
+                       _child_env(env, import_path if kind == "python" else ()))
     except OSError as e:
         _remove(script)
         raise ToolError(f"cannot start {kind}: {e}") from e
@@ -148,8 +153,13 @@ def _remove(script: Path | None) -> None:
         script.unlink(missing_ok=True)
 
 
-def _child_env(base: Mapping[str, str] | None) -> dict[str, str]:
+def _child_env(base: Mapping[str, str] | None, import_path: Sequence[str | Path] = ()
+               ) -> dict[str, str]:
     env = dict(base) if base is not None else EnvPolicy().child_env()
+    if import_path:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+            + [str(p) for p in import_path])
     env["PYTHONIOENCODING"] = "utf-8"
     env["PYTHONUTF8"] = "1"
     env.setdefault("LANG", "C.UTF-8")

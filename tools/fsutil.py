@@ -139,36 +139,42 @@ def ensure_folder(path: str | Path) -> Path:
     return target
 
 
-def _create_temp(target: Path) -> tuple[int, Path]:
-    """A new empty file beside ``target``, created ``NEW_FILE_MODE`` so the umask applies."""
+def _create_temp(target: Path, mode: int | None = None) -> tuple[int, Path]:
+    """A new empty file beside ``target``, created ``NEW_FILE_MODE`` so the umask applies,
+    or with exactly ``mode`` (the umask can only have taken bits away before the chmod)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     for _ in range(TEMP_NAME_TRIES):
         name = f".{target.name[:TEMP_NAME_CHARS]}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
         tmp = target.with_name(name)
         try:
-            return os.open(tmp, flags, NEW_FILE_MODE), tmp
+            fd = os.open(tmp, flags, NEW_FILE_MODE if mode is None else mode)
         except FileExistsError:
             continue
+        if mode is not None and hasattr(os, "fchmod"):
+            os.fchmod(fd, mode)
+        return fd, tmp
     raise FileExistsError(errno.EEXIST, "no free temp file name beside", str(target))
 
 
 def atomic_write(path: str | Path, data: str | bytes, encoding: str = "utf-8",
-                 keep: str = "") -> None:
+                 keep: str = "", mode: int | None = None) -> None:
     """Write ``data`` to ``path`` via a temp file beside its real target and ``os.replace``;
     ``keep="before"`` puts the file's old content before ``data`` (an append), ``"after"``
     after it (a prepend), copied in chunks: bounded memory for any file size.
 
     Missing folders are created as ``ensure_folder`` allows. A crash leaves either the old
     file or the new one. Symlinks, permission bits, the umask, read-only files and hard
-    links follow the module's rules.
+    links follow the module's rules. ``mode`` (``0o600`` for a file holding keys) gives the
+    file exactly those bits from the moment its temp file exists, whatever the umask or the
+    old file's bits; such a file is never rewritten in place (that would keep the old bits).
     """
     target = ensure_folder(path)
     old = _writable_target(path, target)
     raw = data.encode(encoding) if isinstance(data, str) else data
     try:
-        _replace(target, raw, old, keep)
+        _replace(target, raw, old, keep, mode)
     except OSError as e:
-        if old is not None and e.errno in IN_PLACE_ERRNOS:
+        if old is not None and e.errno in IN_PLACE_ERRNOS and mode is None:
             _write_in_place(target, raw, keep)
         elif e.filename is not None and not isinstance(e, ToolError):
             raise OSError(e.errno, e.strerror, str(path)) from None  # not the temp file's name
@@ -176,8 +182,9 @@ def atomic_write(path: str | Path, data: str | bytes, encoding: str = "utf-8",
             raise
 
 
-def _replace(target: Path, raw: bytes, old: os.stat_result | None, keep: str) -> None:
-    fd, tmp = _create_temp(target)
+def _replace(target: Path, raw: bytes, old: os.stat_result | None, keep: str,
+             mode: int | None) -> None:
+    fd, tmp = _create_temp(target, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             if keep == "before" and old is not None:
@@ -188,7 +195,7 @@ def _replace(target: Path, raw: bytes, old: os.stat_result | None, keep: str) ->
             f.flush()
             os.fsync(f.fileno())
         if old is not None:
-            _keep_mode_and_owner(tmp, old)
+            _keep_mode_and_owner(tmp, old, mode)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -215,12 +222,12 @@ def _write_in_place(target: Path, raw: bytes, keep: str = "") -> None:
         os.fsync(f.fileno())
 
 
-def _keep_mode_and_owner(tmp: Path, old: os.stat_result) -> None:
+def _keep_mode_and_owner(tmp: Path, old: os.stat_result, mode: int | None = None) -> None:
     # Only root may give a file away; anyone else's rewrite is owned by them, as with any
     # editor that saves by rename. Owner first: chown clears set-id bits, chmod sets them.
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         os.chown(tmp, old.st_uid, old.st_gid)
-    os.chmod(tmp, stat.S_IMODE(old.st_mode))
+    os.chmod(tmp, stat.S_IMODE(old.st_mode) if mode is None else mode)
 
 
 def is_temp_name(name: str) -> bool:
