@@ -23,12 +23,14 @@ import acp
 import pytest
 import yaml
 from acp import RequestError
+from llm_server import Reply, llm_server, write_config
 from PIL import Image
 from test_signals import CHILDREN_GONE_SECONDS, pids_with, wait_until
 
 from frontends.cli import main
 from frontends.journal import load_session, read_events
 
+__all__ = ["llm_server"]
 ROOT = Path(__file__).resolve().parent.parent
 GA = str(ROOT / "ga.py")
 BOUND = 60.0  # sanity bound on a whole test's conversation
@@ -529,3 +531,30 @@ def test_plan_mode_shows_the_checklist_as_a_plan(home, tmp_path):
     assert [[(e["content"], e["status"]) for e in u["entries"]] for u in editor.of("plan")] == [
         [("1. look", "in_progress"), ("2. fix", "pending")],
         [("1. look", "completed"), ("2. fix", "in_progress")]]
+
+
+def test_a_real_provider_retry_its_thinking_and_an_image_reach_the_editor(home, tmp_path,
+                                                                          llm_server):
+    config = write_config(home, llm_server, p={"provider": "openai", "model": "m",
+                                               "api_key": "k", "vision": True})
+    llm_server.queue(Reply(status=429, retry_after="0", message="slow down"),
+                     Reply(thinking="pondering", text="A <summary>s</summary>red square.",
+                           usage=(1200, 200, 34)))
+
+    async def scenario():
+        async with ga_acp(home, tmp_path, "--config", config, "-m", "p") as (conn, _, editor):
+            session = await new(conn)
+            reason = await ask(conn, session, "what is it?", acp.image_block(png_b64(),
+                                                                             "image/png"))
+            return editor.init, reason, editor
+
+    init, reason, editor = run(scenario())
+    assert init.agent_capabilities.prompt_capabilities.image is True and reason == "end_turn"
+    thought = editor.text("agent_thought_chunk")
+    assert "429: slow down" in thought and "the reply starts over" in thought
+    assert thought.endswith("pondering")
+    assert editor.text("agent_message_chunk") == "A » s\nred square."
+    assert [u["used"] for u in editor.of("usage_update")] == [1234]
+    sent = llm_server.bodies("/v1/chat/completions")[-1]["messages"][-1]["content"]
+    assert [p["image_url"]["url"][:22] for p in sent if p["type"] == "image_url"] == [
+        "data:image/png;base64,"]
