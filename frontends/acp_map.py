@@ -329,6 +329,8 @@ def read_prompt(blocks: Any) -> tuple[str, list[bytes]]:
             raise ConfigError(None, "prompt", f"{kind or 'this'} content is not supported; "
                               "send text, images, resources or resource links")
     task = joined(parts).strip()
+    if not task and not images:
+        raise ConfigError(None, "prompt", "the prompt is empty; send the task as text")
     for context in contexts:
         task = with_context(task, context, CONTEXT_TAG)
     return task, images

@@ -108,6 +108,14 @@ def journal_of(home: Path, session: str) -> list[dict]:
 
 
 # ---- initialize, one prompt, the mapping --------------------------------------------------
+def test_ga_acp_is_a_command_with_the_run_options(capsys):
+    assert main(["acp", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "Agent Client Protocol" in out
+    assert all(flag in out for flag in ("--plugin", "--max-turns", "--max-tokens", "--config"))
+    assert main(["--help"]) == 0 and "ga acp" in capsys.readouterr().out
+
+
 def test_initialize_states_version_1_and_the_capabilities(home, tmp_path):
     async def scenario():
         async with ga_acp(home, tmp_path, "-m", model(tmp_path, [])) as (conn, _, editor):

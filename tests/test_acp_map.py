@@ -86,10 +86,11 @@ def test_text_resources_and_links_join_the_task_in_their_place():
     ({"type": "resource", "resource": {"uri": "file:///w/x.pdf", "blob": "AAAA",
                                        "mimeType": "application/pdf"}}, "application/pdf"),
     ({"type": "image", "data": "not base64!", "mimeType": "image/png"}, "not base64"),
+    ({"type": "text", "text": "  "}, "the prompt is empty"),
 ])
 def test_content_ga_cannot_read_is_refused_naming_it(block, words):
     with pytest.raises(ConfigError, match=words):
-        read_prompt([{"type": "text", "text": "look"}, block])
+        read_prompt([{"type": "text", "text": " "}, block])
 
 
 def test_an_embedded_image_resource_takes_the_image_route():
