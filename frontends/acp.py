@@ -31,8 +31,8 @@ from llmcore.base import ConfigError
 
 from . import version
 from .acp_map import Updates, failure_line, read_prompt, stop_reason
-from .journal import SessionState, claim_session, read_events
-from .runner import Session, session_path
+from .journal import SessionState, claim_session, read_events, sessions_dir
+from .runner import Session
 from .signals import STOPS, describe
 
 log = logging.getLogger("ga.acp")
@@ -225,7 +225,7 @@ class Server:
         args = self.session_args(params)
         editor = self.sessions.get(session_id)
         if editor is None:
-            state = claim_session(session_path(self.home, session_id, "sessionId"))
+            state = claim_session(self.journal_path(session_id))
             try:
                 editor = self.add(self.opener(args, self.home, state))
             except BaseException:
@@ -237,6 +237,14 @@ class Server:
             for update in Updates(editor.session.agent).replay(read_events(journal)):
                 editor.notify(update)
         return {}
+
+    def journal_path(self, session_id: str) -> Path:
+        """The journal of exactly ``session_id`` (no prefix, no path)."""
+        path = sessions_dir(self.home) / f"{session_id}.jsonl"
+        if Path(session_id).name != session_id or not path.is_file():
+            raise ConfigError(None, "sessionId", f"no saved session {session_id!r} "
+                              "(session/list lists them)")
+        return path
 
     def list_sessions(self, params: dict, request_id: Any) -> dict:
         from .journal import list_sessions
@@ -313,6 +321,8 @@ class EditorSession:
         self.session = session
         self.updates = Updates(session.agent)
         session.agent.listeners.append(self.updates.watch)
+        # An approval question of this session's tools (SPEC §11) is to be asked here, as a
+        # session/request_permission request (allow_once, allow_always, reject_once).
         self.prompt: Prompt | None = None
         self.threads: list[threading.Thread] = []
 

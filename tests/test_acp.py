@@ -257,16 +257,18 @@ def test_unknown_methods_are_not_found_and_bad_sessions_bad_params(home, tmp_pat
             errors = []
             for call in (conn.set_session_mode(session_id="x", mode_id="y"),
                          conn.prompt(session_id="nope", prompt=[acp.text_block("hi")]),
-                         conn.new_session(cwd=str(tmp_path / "absent"), mcp_servers=[])):
+                         conn.new_session(cwd=str(tmp_path / "absent"), mcp_servers=[]),
+                         conn.load_session(cwd=str(tmp_path), session_id="../home/x")):
                 with pytest.raises(RequestError) as e:
                     await call
                 errors.append(e.value)
             return errors
 
-    unknown, no_session, no_folder = run(scenario())
+    unknown, no_session, no_folder, no_journal = run(scenario())
     assert unknown.code == -32601
     assert no_session.code == -32602 and "session/new" in str(no_session)
     assert no_folder.code == -32602 and "not a folder" in str(no_folder)
+    assert no_journal.code == -32602 and "no saved session '../home/x'" in str(no_journal)
 
 
 def test_a_line_that_is_not_json_gets_a_parse_error_and_the_next_is_served(home, tmp_path):
@@ -381,23 +383,30 @@ def test_one_prompt_at_a_time_per_session_while_other_sessions_run(home, tmp_pat
     assert editor.text("agent_message_chunk", b).endswith("finished")
 
 
-def test_closing_stdin_ends_the_tasks_and_their_children_and_exits_0(home, tmp_path, mark):
+@pytest.mark.parametrize("stop, exit_code, why", [
+    ("close stdin", 0, "the editor closed the connection"),
+    ("SIGTERM", 143, "terminated (SIGTERM)")])
+def test_stdin_closed_or_sigterm_ends_the_tasks_and_their_children(home, tmp_path, mark, stop,
+                                                                   exit_code, why):
     async def scenario():
         async with ga_acp(home, tmp_path, "-m", model(tmp_path, [sleeping(mark)])) as (
                 conn, proc, editor):
             session = await new(conn)
             prompt = asyncio.ensure_future(ask(conn, session, "sleep"))
             await asyncio.to_thread(wait_until, lambda: pids_with(mark), BOUND, "sleeping")
-            proc.stdin.close()
+            if stop == "close stdin":
+                proc.stdin.close()
+            else:
+                proc.terminate()
             code = await proc.wait()
             prompt.cancel()
             return session, code
 
     session, code = run(scenario())
-    assert code == 0
+    assert code == exit_code
     wait_until(lambda: not pids_with(mark), CHILDREN_GONE_SECONDS, "the sleep ended")
     ends = [r for r in journal_of(home, session) if r["type"] == "task_end"]
-    assert [e.get("reason") for e in ends] == ["the editor closed the connection"]
+    assert [e.get("reason") for e in ends] == [why]
 
 
 # ---- sessions: the journal, load, list, resume ----------------------------------------------
