@@ -233,8 +233,8 @@ class Server:
                     state.lock.release()
                 raise
         journal = editor.session.journal.path
-        if journal.exists():
-            for update in Updates(editor.session.agent).replay(read_events(journal)):
+        if journal.exists():  # through the session's own updates: call ids stay unique
+            for update in editor.updates.replay(read_events(journal)):
                 editor.notify(update)
         return {}
 

@@ -429,13 +429,13 @@ def test_the_session_is_the_journals_for_ga_sessions_and_ga_resume(home, tmp_pat
 
 
 def test_load_replays_a_one_shot_question_and_the_editor_answers_it(home, tmp_path, capsys):
-    asked = model(tmp_path, [{"text": "<summary>ask</summary>Let me ask.", "tool_calls": [
+    asked = model(tmp_path, [code("echo looked"), {"text": "Let me ask.", "tool_calls": [
         {"name": "ask_user", "args": {"question": "Which file?",
                                       "candidates": ["a.py", "b.py"]}}]}], "ask.yaml")
     assert main(["--home", str(home), "-m", asked, "fix the bug"]) == 3
     (journal,) = (home / "sessions").glob("*.jsonl")
     session = journal.stem
-    answer = model(tmp_path, [{"text": "Fixed b.py."}], "answer.yaml")
+    answer = model(tmp_path, [code("echo fixed"), {"text": "Fixed b.py."}], "answer.yaml")
 
     async def scenario():
         async with ga_acp(home, tmp_path, "-m", answer) as (conn, _, editor):
@@ -447,15 +447,19 @@ def test_load_replays_a_one_shot_question_and_the_editor_answers_it(home, tmp_pa
     listed, replayed, reason, editor = run(scenario())
     (info,) = listed.sessions
     assert (info.session_id, info.cwd, info.title) == (session, str(Path.cwd()), "fix the bug")
-    kinds = [u["sessionUpdate"] for u in replayed]
-    assert kinds[0] == "user_message_chunk" and replayed[0]["content"]["text"] == "fix the bug"
-    text = "".join(u["content"]["text"] for u in replayed if kinds and
-                   u["sessionUpdate"] == "agent_message_chunk")
-    assert text.startswith("» ask\nLet me ask.") and "1. a.py\n2. b.py" in text
+    assert replayed[0]["sessionUpdate"] == "user_message_chunk"
+    assert replayed[0]["content"]["text"] == "fix the bug"
+    text = "".join(u["content"]["text"] for u in replayed
+                   if u["sessionUpdate"] == "agent_message_chunk")
+    assert text.startswith("» run\nLet me ask.") and "1. a.py\n2. b.py" in text
+    assert [u["rawInput"]["script"] for u in replayed if u["sessionUpdate"] == "tool_call"] == [
+        "echo looked"]
     assert reason == "end_turn" and editor.text("agent_message_chunk").endswith("Fixed b.py.")
+    # both processes' models named their first call call_1_0: the editor sees two calls
+    assert [u["toolCallId"] for u in editor.of("tool_call")] == ["call_1_0", "call_1_0#2"]
     assert [r["prompt"] for r in read_events(journal) if r["type"] == "task_start"] == [
         "fix the bug", "b.py"]
-    assert load_session(journal).turns == 2  # the same task went on
+    assert load_session(journal).turns == 4  # the same task went on
 
 
 def test_list_shows_the_sessions_of_one_folder(home, tmp_path):
