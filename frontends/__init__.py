@@ -1,1 +1,12 @@
-"""Terminal front ends: event renderers for one-shot runs and the interactive REPL."""
+"""Front ends: the command line, the REPL, task and batch modes, the editor protocol."""
+
+
+def version() -> str:
+    """The installed package's version (``ga --version``, ACP ``agentInfo``)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("genericagent")
+    except PackageNotFoundError:
+        return "unknown"

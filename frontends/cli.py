@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from llmcore.base import ConfigError, LLMError
 
-from . import signals
+from . import signals, version
 from .commands import (
     COMMANDS,
     add_global_options,
+    add_limit_options,
     add_tool_options,
-    positive_int,
     resolve_home,
 )
 from .task_input import task_text
@@ -44,6 +44,7 @@ commands (ga COMMAND --help for each):
   ga memory [show|sops|lint [--fix]|path]      long-term memory
   ga tools                                     the tools the model gets, and any hidden
   ga config [path|check]                       where the config is read from; validate it
+  ga acp                                       serve an editor (Agent Client Protocol)
 
 which words are a command:
   The first argument that is exactly a command name runs that command; options may stand
@@ -65,16 +66,6 @@ exit codes: 0 done, 1 failure, 2 usage or config error, 3 the agent asked a ques
   Whatever ends ga, the processes it started end with it (setsid detaches a service)."""
 
 
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return dist_version("genericagent")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 def build_parser():
     import argparse
 
@@ -87,10 +78,7 @@ def build_parser():
     add_tool_options(p)
     p.add_argument("--version", action="version", version=f"ga {version()}",
                    help="print the version and exit")
-    p.add_argument("--max-turns", type=positive_int, default=100, metavar="N",
-                   help="turn limit per task (default 100)")
-    p.add_argument("--max-tokens", type=positive_int, metavar="N",
-                   help="token budget per task (input+output, retries included)")
+    add_limit_options(p)
     p.add_argument("--resume", nargs="?", const="", metavar="ID",
                    help="continue a saved session (default: the latest), in its folder")
     p.add_argument("--continue", dest="cont", action="store_true",
@@ -449,7 +437,7 @@ def run_main(argv: list[str] | None) -> int:
         if at is not None:
             from .commands import run_command
 
-            return run_command(argv[at], argv[:at] + argv[at + 1:])
+            return run_command(argv[at], argv[:at] + argv[at + 1:], open_session)
         parsed = parse_run_args(parser, argv)
         if isinstance(parsed, int):
             return parsed

@@ -1,5 +1,5 @@
-"""Management commands (SPEC §7): ``ga sessions|memory|tools|config``, and the options they
-share with task runs.
+"""Management commands (SPEC §7): ``ga sessions|memory|tools|config|acp``, and the options
+they share with task runs.
 
 Each command parses its own arguments, so global options may stand before or after the
 command word and ``--help`` works on every command and subcommand. Read-only commands
@@ -14,14 +14,15 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from llmcore.base import ConfigError
 
 if TYPE_CHECKING:
     from llmcore.config import Config, Profile
 
-COMMANDS = ("sessions", "memory", "tools", "config")
+COMMANDS = ("sessions", "memory", "tools", "config", "acp")
+RUN_LIKE = ("tools", "acp")  # commands without actions that take a run's tool options
 DEFAULT_ACTION = {"sessions": "list", "memory": "show", "config": "check"}
 SESSIONS_LIMIT = 20
 EXIT_OK = 0
@@ -58,6 +59,14 @@ def add_tool_options(p: argparse.ArgumentParser) -> None:
                    help="drop ask_user and start_long_term_update")
     p.add_argument("--plugin", action="append", metavar="FILE",
                    help="load a plugin file for this run (repeatable)")
+
+
+def add_limit_options(p: argparse.ArgumentParser) -> None:
+    """The limits of each task (task runs and ``ga acp``)."""
+    p.add_argument("--max-turns", type=positive_int, default=100, metavar="N",
+                   help="turn limit per task (default 100)")
+    p.add_argument("--max-tokens", type=positive_int, metavar="N",
+                   help="token budget per task (input+output, retries included)")
 
 
 def positive_int(text: str) -> int:
@@ -112,8 +121,10 @@ def command_parser(name: str, argv: list[str]) -> argparse.ArgumentParser:
     p = CommandParser(prog=f"ga {name}", description=DESCRIPTIONS[name])
     p.task_hint = task_hint(name, argv)
     add_global_options(p)
-    if name == "tools":
+    if name in RUN_LIKE:
         add_tool_options(p)
+        if name == "acp":
+            add_limit_options(p)
         return p
     sub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=CommandParser)
     for action, (text, arguments) in ACTIONS[name].items():
@@ -135,6 +146,8 @@ DESCRIPTIONS = {
              "and which are not offered and why.",
     "config": "Where the config is read from, whether it is valid, and importing the models "
               "of an original GenericAgent mykey.py.",
+    "acp": "Serve the Agent Client Protocol on stdin/stdout, so an editor (Zed, JetBrains, "
+           "Neovim, Emacs) runs GenericAgent as its agent. Options apply to every session.",
 }
 ACTIONS = {
     "sessions": {
@@ -170,8 +183,9 @@ ACTIONS = {
 }
 
 
-def run_command(name: str, argv: list[str]) -> int:
-    """Run ``ga NAME ARGV``; ``argv`` may hold global options from before the word."""
+def run_command(name: str, argv: list[str], opener: Callable[..., Any] | None = None) -> int:
+    """Run ``ga NAME ARGV``; ``argv`` may hold global options from before the word.
+    ``opener`` opens a run's session (``ga acp`` opens one per editor session)."""
     try:
         args = command_parser(name, argv).parse_args(argv)
     except SystemExit as e:  # --help, or a usage error argparse already printed
@@ -189,6 +203,10 @@ def run_command(name: str, argv: list[str]) -> int:
                               config_path=args.config)
     if name == "tools":
         return tools_command(args, home)
+    if name == "acp":
+        from .acp import serve
+
+        return serve(args, home, opener)
     return config_command(action, args, home)
 
 

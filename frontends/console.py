@@ -33,20 +33,29 @@ class SummaryFilter:
     split across chunks is held back until it is complete."""
 
     OPEN, CLOSE = "<summary>", "</summary>"
+    TAGS: tuple[str, ...] = (OPEN, CLOSE)  # the tags a piece may end in the middle of
 
     def __init__(self) -> None:
         self.pending = ""
 
-    def feed(self, text: str) -> str:
+    def complete(self, text: str) -> str:
+        """``text`` after what was held back, less an end that may begin one of ``TAGS``
+        (held back for the next piece)."""
         text = self.pending + text
         cut = text.rfind("<")
         tail = text[cut:] if cut >= 0 else ""
-        if tail and tail not in (self.OPEN, self.CLOSE) and (
-                self.OPEN.startswith(tail) or self.CLOSE.startswith(tail)):
+        if tail and tail not in self.TAGS and any(tag.startswith(tail) for tag in self.TAGS):
             text, self.pending = text[:cut], tail
         else:
             self.pending = ""
+        return text
+
+    def shown(self, text: str) -> str:
+        """Complete text with its summary tags in the console's form."""
         return text.replace(self.OPEN, "» ").replace(self.CLOSE, "\n")
+
+    def feed(self, text: str) -> str:
+        return self.shown(self.complete(text))
 
     def flush(self) -> str:
         text, self.pending = self.pending, ""

@@ -1,0 +1,404 @@
+"""``ga acp``: the Agent Client Protocol, version 1, on stdin/stdout (SPEC §13).
+
+An editor starts ``ga acp`` and speaks JSON-RPC 2.0 to it, one object per line. Each
+``session/new`` or ``session/load`` opens a ``Session`` (its journal's id is the session id);
+a ``session/prompt`` runs a task there, whose events go back as ``session/update``
+notifications (``acp_map``) until the prompt is answered with its stop reason. The main
+thread reads the requests; each prompt is drained on a thread of its own, so a
+``session/cancel`` and the other sessions are served meanwhile.
+
+Only protocol messages reach stdout: the protocol keeps copies of the original stdin and
+stdout, then fd 0 becomes /dev/null and fd 1 a copy of stderr, so prints, logging, rich and
+child processes can neither read the requests nor write into the replies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Callable, Iterable, Iterator
+
+from agent_loop import json_default
+from llmcore.base import ConfigError
+
+from . import version
+from .acp_map import Updates, failure_line, read_prompt, stop_reason
+from .journal import SessionState, claim_session, read_events, sessions_dir
+from .runner import Session
+from .signals import STOPS, describe
+
+log = logging.getLogger("ga.acp")
+
+PROTOCOL_VERSION = 1
+CANCEL_ANSWER_SECONDS = 0.8  # after session/cancel, the prompt answers `cancelled` by then
+SHUTDOWN_SECONDS = 10.0  # stdin closed or a signal: how long running tasks get to stop
+CANCELLED = "cancelled by the editor"
+CLOSED = "the editor closed the connection"
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+TASK_FAILED = -32000  # the task failed: the model unreachable after its retries, a crash
+PROMPT_RUNNING = -32001  # a second prompt while the session's first is unanswered
+METHODS = {"initialize": "initialize", "session/new": "new_session",
+           "session/load": "load_session", "session/list": "list_sessions",
+           "session/prompt": "prompt", "session/cancel": "cancel"}
+PENDING = object()  # what a request handler returns when its answer comes later
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Wire:
+    """The protocol's stdout: one JSON-RPC object per line, one writer at a time. A client
+    that has gone away makes later writes no-ops."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def send(self, message: dict) -> None:
+        text = json.dumps({"jsonrpc": "2.0", **message}, ensure_ascii=False,
+                          default=json_default)
+        data = text.encode("utf-8", "replace") + b"\n"
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                self.out.write(data)
+                self.out.flush()
+            except (OSError, ValueError) as e:  # ValueError: the stream was closed
+                self.closed = True
+                log.info("the editor's end of stdout is gone (%s)", e)
+
+    def notify(self, method: str, params: dict) -> None:
+        self.send({"method": method, "params": params})
+
+    def answer(self, request_id: Any, result: Any) -> None:
+        self.send({"id": request_id, "result": result})
+
+    def fail(self, request_id: Any, code: int, message: str) -> None:
+        self.send({"id": request_id, "error": {"code": code, "message": message}})
+
+
+@contextlib.contextmanager
+def protocol_streams() -> Iterator[tuple[IO[bytes], IO[bytes]]]:
+    """(requests, replies): the process's stdin and stdout for the protocol alone; fd 0
+    reads /dev/null and fd 1 writes to stderr meanwhile (restored after)."""
+    sys.stdout.flush()
+    saved = (os.dup(0), os.dup(1))
+    requests, replies = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    try:
+        yield requests, replies
+    finally:
+        sys.stdout.flush()
+        for fd, copy in zip((0, 1), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+        requests.close()
+        with contextlib.suppress(OSError):  # what the gone client did not read is lost
+            replies.close()
+
+
+def serve(args: argparse.Namespace, home: Path,
+          opener: Callable[[argparse.Namespace, Path, SessionState | None], Session]) -> int:
+    """``ga acp``: answer an editor until it closes stdin (exit 0) or a signal stops ga;
+    either way running tasks are stopped (their processes killed) and journals closed."""
+    with protocol_streams() as (requests, replies):
+        server = Server(Wire(replies), args, home, opener)
+        try:
+            server.serve(requests)
+        except STOPS as stop:
+            server.close(describe(stop))
+            raise
+        server.close(CLOSED)
+    return 0
+
+
+class Server:
+    """The methods of the protocol, over the sessions this process has open."""
+
+    def __init__(self, wire: Wire, args: argparse.Namespace, home: Path,
+                 opener: Callable[..., Session]) -> None:
+        self.wire = wire
+        self.args = args
+        self.home = home
+        self.opener = opener
+        self.sessions: dict[str, EditorSession] = {}
+
+    def serve(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            if line.strip():
+                self.handle_line(line)
+
+    def handle_line(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:  # not JSON, or not UTF-8
+            self.wire.fail(None, PARSE_ERROR, "not JSON: send one JSON-RPC object per line")
+            return
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            request_id = message.get("id") if isinstance(message, dict) else None
+            self.wire.fail(request_id, INVALID_REQUEST, "expected a JSON-RPC 2.0 object")
+            return
+        self.handle(message)
+
+    def handle(self, message: dict) -> None:
+        method, request_id = message.get("method"), message.get("id")
+        if not isinstance(method, str):
+            # A response. ga sends no requests yet; the approval question
+            # (session/request_permission, SPEC §11) will be answered here.
+            return
+        name = METHODS.get(method)
+        params = message.get("params") or {}
+        try:
+            if name is None:
+                raise RpcError(METHOD_NOT_FOUND, f"method not found: {method}")
+            if not isinstance(params, dict):
+                raise RpcError(INVALID_PARAMS, "params must be an object")
+            result = getattr(self, name)(params, request_id)
+        except RpcError as e:
+            error = (e.code, str(e))
+        except ConfigError as e:  # a bad folder, session id, prompt block or image
+            error = (INVALID_PARAMS, str(e))
+        except Exception as e:  # the server's edge: one failed request must not end the rest
+            log.error("%s failed: %s: %s", method, type(e).__name__, e, exc_info=True)
+            error = (INTERNAL_ERROR, f"{type(e).__name__}: {e}")
+        else:
+            if "id" in message and result is not PENDING:
+                self.wire.answer(request_id, result)
+            return
+        if "id" in message:  # a notification gets no answer, not even an error
+            self.wire.fail(request_id, *error)
+
+    # ---- methods ---------------------------------------------------------------------
+    def initialize(self, params: dict, request_id: Any) -> dict:
+        return {"protocolVersion": PROTOCOL_VERSION,
+                "agentCapabilities": {
+                    "loadSession": True,
+                    "promptCapabilities": {"image": self.model_vision(), "embeddedContext": True},
+                    "mcpCapabilities": {"http": True},
+                    "sessionCapabilities": {"list": {}}},
+                "agentInfo": {"name": "genericagent", "title": "GenericAgent",
+                              "version": version()},
+                "authMethods": []}
+
+    def model_vision(self) -> bool:
+        """Whether the model of ``-m`` (or the config's default) sees images; a config that
+        names no usable model says so on stderr, and session/new will say it again."""
+        from llmcore import make_client
+
+        try:
+            client = make_client(self.args.model, config_path=self.args.config, home=self.home)
+        except ConfigError as e:
+            print(f"ga: {e}", file=sys.stderr)
+            return False
+        return bool(getattr(client, "vision", True))
+
+    def new_session(self, params: dict, request_id: Any) -> dict:
+        # The MCP servers an editor sends (params["mcpServers"]) are not started: the
+        # session has the config's tools only.
+        session = self.opener(self.session_args(params), self.home, None)
+        return {"sessionId": self.add(session).session.id}
+
+    def load_session(self, params: dict, request_id: Any) -> dict:
+        session_id = params.get("sessionId")
+        if not isinstance(session_id, str) or not session_id:
+            raise RpcError(INVALID_PARAMS, "sessionId: expected a session id")
+        args = self.session_args(params)
+        editor = self.sessions.get(session_id)
+        if editor is None:
+            state = claim_session(self.journal_path(session_id))
+            try:
+                editor = self.add(self.opener(args, self.home, state))
+            except BaseException:
+                if state.lock is not None:
+                    state.lock.release()
+                raise
+        journal = editor.session.journal.path
+        if journal.exists():  # through the session's own updates: call ids stay unique
+            for update in editor.updates.replay(read_events(journal)):
+                editor.notify(update)
+        return {}
+
+    def journal_path(self, session_id: str) -> Path:
+        """The journal of exactly ``session_id`` (no prefix, no path)."""
+        path = sessions_dir(self.home) / f"{session_id}.jsonl"
+        if Path(session_id).name != session_id or not path.is_file():
+            raise ConfigError(None, "sessionId", f"no saved session {session_id!r} "
+                              "(session/list lists them)")
+        return path
+
+    def list_sessions(self, params: dict, request_id: Any) -> dict:
+        from .journal import list_sessions
+
+        cwd = params.get("cwd")
+        want = str(Path(cwd).resolve()) if isinstance(cwd, str) and cwd else None
+        found = [session_info(s) for s in list_sessions(self.home) if want in (None, s.cwd)]
+        return {"sessions": [info for info in found if info]}
+
+    def prompt(self, params: dict, request_id: Any) -> object:
+        editor = self.session_of(params)
+        task, images = read_prompt(params.get("prompt"))
+        editor.start(request_id, task, images)
+        return PENDING
+
+    def cancel(self, params: dict, request_id: Any) -> None:
+        editor = self.sessions.get(str(params.get("sessionId")))
+        if editor is not None and editor.prompt is not None:
+            editor.prompt.cancel()
+
+    # ---- sessions --------------------------------------------------------------------
+    def session_args(self, params: dict) -> argparse.Namespace:
+        """This process's options with the session's folder (``cwd``)."""
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not cwd:
+            raise RpcError(INVALID_PARAMS, "cwd: expected the session's folder (an absolute "
+                           "path)")
+        if not Path(cwd).expanduser().is_dir():
+            raise ConfigError(None, "cwd", f"not a folder: {cwd}")
+        return argparse.Namespace(**{**vars(self.args), "cwd": cwd})
+
+    def add(self, session: Session) -> EditorSession:
+        editor = self.sessions[session.id] = EditorSession(self.wire, session)
+        return editor
+
+    def session_of(self, params: dict) -> EditorSession:
+        editor = self.sessions.get(str(params.get("sessionId")))
+        if editor is None:
+            raise RpcError(INVALID_PARAMS, f"unknown sessionId {params.get('sessionId')!r}; "
+                           "open it with session/new or session/load first")
+        return editor
+
+    def close(self, reason: str) -> None:
+        """Stop every running task (its processes killed), wait a bounded time for their
+        ends to be journaled and answered, close the journals."""
+        for editor in self.sessions.values():
+            editor.stop(reason)
+        deadline = time.monotonic() + SHUTDOWN_SECONDS
+        for editor in self.sessions.values():
+            for thread in editor.threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        for editor in self.sessions.values():
+            editor.session.close()
+
+
+def session_info(state: SessionState) -> dict | None:
+    """A saved session as ``session/list`` shows it; None when its journal is gone."""
+    try:
+        updated = datetime.fromtimestamp(state.path.stat().st_mtime, timezone.utc)
+    except OSError:
+        return None
+    info = {"sessionId": state.id, "cwd": state.cwd, "updatedAt": updated.isoformat()}
+    if state.summary:
+        info["title"] = state.summary
+    return info
+
+
+class EditorSession:
+    """A ``Session`` an editor works with: its updates, its prompt, the threads of its
+    prompts."""
+
+    def __init__(self, wire: Wire, session: Session) -> None:
+        self.wire = wire
+        self.session = session
+        self.updates = Updates(session.agent)
+        session.agent.listeners.append(self.updates.watch)
+        # An approval question of this session's tools (SPEC §11) is to be asked here, as a
+        # session/request_permission request (allow_once, allow_always, reject_once).
+        self.prompt: Prompt | None = None
+        self.threads: list[threading.Thread] = []
+
+    def notify(self, update: dict) -> None:
+        self.wire.notify("session/update", {"sessionId": self.session.id, "update": update})
+
+    def start(self, request_id: Any, task: str, images: list[bytes]) -> None:
+        """Run a prompt's task; one at a time (its images checked first)."""
+        if self.prompt is not None and not self.prompt.answered:
+            raise RpcError(PROMPT_RUNNING, "a prompt is already running in this session; wait "
+                           "for its answer or send session/cancel")
+        self.session.attach(images)
+        self.prompt = Prompt(self, request_id)
+        previous = self.threads[-1] if self.threads else None
+        thread = threading.Thread(target=self.prompt.run, args=(task, previous), daemon=True,
+                                  name=f"acp-prompt-{self.session.id}")
+        self.threads = [t for t in self.threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def stop(self, reason: str) -> None:
+        if any(thread.is_alive() for thread in self.threads):
+            self.session.abort(reason)
+
+
+class Prompt:
+    """One ``session/prompt``: its task's updates, then one answer (the task's stop reason,
+    ``cancelled`` after a cancel, or an error for a failure)."""
+
+    def __init__(self, editor: EditorSession, request_id: Any) -> None:
+        self.editor = editor
+        self.id = request_id
+        self.lock = threading.Lock()
+        self.answered = False
+        self.cancelled = False
+
+    def run(self, task: str, previous: threading.Thread | None) -> None:
+        session = self.editor.session
+        try:
+            if previous is not None:  # a cancelled task still stopping: its events first
+                previous.join()
+            end = session.drain(session.submit(task), self.render)
+        except Exception as e:  # the thread's edge: the editor must get its answer
+            log.error("the prompt failed: %s: %s", type(e).__name__, e, exc_info=True)
+            self.answer({"error": {"code": INTERNAL_ERROR, "message": f"{type(e).__name__}: {e}"}})
+            return
+        self.answer(self.outcome(end))
+
+    def render(self, event: dict) -> None:
+        if event.get("type") == "task_start" and self.cancelled:
+            self.editor.session.abort(CANCELLED)  # cancelled before its task began
+        for update in self.editor.updates.live(event):
+            with self.lock:
+                if not self.answered:  # nothing follows the answer
+                    self.editor.notify(update)
+
+    def outcome(self, end: dict) -> dict:
+        reason = "cancelled" if self.cancelled else stop_reason(end)
+        if reason is None:
+            return {"error": {"code": TASK_FAILED, "message": failure_line(end)}}
+        return {"result": {"stopReason": reason}}
+
+    def answer(self, message: dict) -> None:
+        with self.lock:
+            if self.answered:
+                return
+            self.answered = True
+            self.editor.wire.send({"id": self.id, **message})
+
+    def cancel(self) -> None:
+        """Abort the task (its code killed); the answer is ``cancelled``, at the latest
+        ``CANCEL_ANSWER_SECONDS`` from now."""
+        if self.answered:
+            return
+        self.cancelled = True
+        self.editor.session.abort(CANCELLED)
+        timer = threading.Timer(CANCEL_ANSWER_SECONDS, self.answer,
+                                ({"result": {"stopReason": "cancelled"}},))
+        timer.daemon = True
+        timer.start()
