@@ -95,6 +95,11 @@ class GenericAgentHandler(BaseHandler):
         self._checkpointed = False
         self._signatures: list[str | None] = []
 
+    @property
+    def session_id(self) -> str:
+        """The session the task runs in (its journal's id, when one is attached)."""
+        return self.parent.session_id
+
     def unknown_tool(self, tool_name: str) -> str:
         why = self.parent.unavailable.get(tool_name)
         return f"unknown tool {tool_name}" + (f" (not available: {why})" if why else "")
