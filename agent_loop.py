@@ -463,11 +463,16 @@ def _ask_model(client, messages: list[dict], tools_schema, hooks: Hooks,
 
 
 def usage_event(usage: Any) -> dict:
-    """The ``usage`` event of a reply's ``Usage``."""
+    """The ``usage`` event of a reply's ``Usage``: ``cache_write`` when the cache was written,
+    ``cost`` (USD) when the profile that answered has a price."""
     event = {"type": "usage", "input": usage.input, "cached": usage.cached,
              "output": usage.output}
+    if getattr(usage, "cache_write", 0):
+        event["cache_write"] = usage.cache_write
     if getattr(usage, "estimated", False):  # counted from characters: shown "≈"
         event["estimated"] = True
+    if getattr(usage, "cost", None) is not None:
+        event["cost"] = usage.cost
     return event
 
 
