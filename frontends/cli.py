@@ -22,6 +22,7 @@ from .commands import (
     COMMANDS,
     add_global_options,
     add_tool_options,
+    positive_amount,
     positive_int,
     resolve_home,
 )
@@ -60,7 +61,7 @@ input and output:
 
 exit codes: 0 done, 1 failure, 2 usage or config error, 3 the agent asked a question
   (answer with ga --resume ID "ANSWER"; a number picks a candidate), 4 a limit ended
-  the task (turns, tokens, no progress), 130 interrupted (Ctrl-C), 143 terminated
+  the task (turns, tokens, cost, no progress), 130 interrupted (Ctrl-C), 143 terminated
   (SIGTERM), 129 hung up (SIGHUP).
   Whatever ends ga, the processes it started end with it (setsid detaches a service)."""
 
@@ -91,6 +92,8 @@ def build_parser():
                    help="turn limit per task (default 100)")
     p.add_argument("--max-tokens", type=positive_int, metavar="N",
                    help="token budget per task (input+output, retries included)")
+    p.add_argument("--max-cost", type=positive_amount, metavar="USD",
+                   help="cost budget per task in USD (needs price: on the model's profile)")
     p.add_argument("--resume", nargs="?", const="", metavar="ID",
                    help="continue a saved session (default: the latest), in its folder")
     p.add_argument("--continue", dest="cont", action="store_true",
@@ -269,8 +272,19 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
                       lambda name: make_client(name, config_path=args.config, home=home,
                                                redactor=agent.redactor),
                       command=resume_command(args), keep_cwd=keep_cwd)
-    agent.listeners.append(TokenBudget(agent, args.max_tokens))
+    agent.listeners.append(TokenBudget(agent, args.max_tokens, max_cost(args, client)))
     return session
+
+
+def max_cost(args, client: Any) -> float | None:
+    """``--max-cost``: a budget needs a price on every profile that may answer."""
+    limit = getattr(args, "max_cost", None)
+    unpriced = getattr(client, "unpriced", list)() if limit else []
+    if unpriced:
+        raise ConfigError(None, "--max-cost", f"model {', '.join(unpriced)} has no price, so "
+                          "no cost can be counted; give its profile price: {input: USD, "
+                          "output: USD} (per million tokens) in the config")
+    return limit
 
 
 def resumed_task_text(args, home: Path) -> str:

@@ -71,6 +71,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_amount(text: str) -> float:
+    """An option value that must be a number above zero (``--max-cost 0.50``)."""
+    try:
+        value = float(text.lstrip("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+    return value
+
+
 class CommandParser(argparse.ArgumentParser):
     """Usage errors also say how to run the same words as a task instead."""
 

@@ -11,6 +11,8 @@ PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
 REQUIRED_PRICES = ("input", "output")
 TOKENS_PER_PRICE = 1_000_000  # prices are per million tokens
 CENT = 0.01  # a cost below this is shown with more decimals
+SHOWN_DECIMALS = 4
+SMALL_DECIMALS = 6
 
 
 @dataclass(frozen=True)
@@ -52,5 +54,8 @@ def parse_price(path: str | None, where: str, value: dict[str, Any]) -> Price:
 
 
 def format_usd(amount: float) -> str:
-    """``$0.0123``; an amount below a cent with more decimals (``$0.000042``)."""
-    return f"${amount:,.4f}" if amount >= CENT or amount == 0 else f"${amount:.6f}"
+    """``$0.0123``; an amount below a cent with up to six decimals (``$0.000042``)."""
+    if amount >= CENT:
+        return f"${amount:,.{SHOWN_DECIMALS}f}"
+    digits = f"{amount:.{SMALL_DECIMALS}f}".rstrip("0")
+    return "$" + digits.ljust(SHOWN_DECIMALS + 2, "0")  # "0." and at least four decimals

@@ -137,4 +137,5 @@ def test_a_price_can_be_set_for_the_session():
 def test_costs_read_as_dollars():
     assert format_usd(1.23456) == "$1.2346"
     assert format_usd(0.000042) == "$0.000042"
+    assert format_usd(0.009) == "$0.0090"
     assert format_usd(0) == "$0.0000"
