@@ -9,8 +9,8 @@ Hooks (``handler.hooks``) see every task, turn, model request and tool call that
 end, even when the model fails for good or the run is closed: then ``llm_after``,
 ``turn_after`` and ``agent_after`` carry the exception as ``ctx["error"]``. The tool hooks
 fire for the calls the model made (not the runtime's own ``no_tool``); their context has
-``tool_name``, ``args``, ``call_id`` and, after, ``outcome`` and ``error`` (the exception
-a tool raised, else None).
+``handler``, ``tool_name``, ``args``, ``call_id`` and, after, ``outcome`` and ``error`` (the
+exception a tool raised, else None).
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ class BaseHandler:
             return error_outcome(msg, next_prompt=msg)
         args["_index"] = index
         args["_tool_num"] = tool_num
-        ctx = {"tool_name": tool_name, "args": args, "call_id": call_id}
+        ctx = {"handler": self, "tool_name": tool_name, "args": args, "call_id": call_id}
         hooked = tool_name not in RESERVED_TOOLS  # the runtime's own turn end is no call
         if hooked:
             self.hooks.fire("tool_before", ctx)

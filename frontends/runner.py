@@ -20,6 +20,7 @@ from llmcore.images import for_model
 from llmcore.price import format_usd
 from tools.procs import sweep_stale
 
+from . import tracing
 from .console import ESTIMATE_MARK
 from .imagestore import ImageStore
 from .journal import (
@@ -167,6 +168,9 @@ class Session:
         self.keep_cwd = keep_cwd  # -C was given: a resumed session works there too
         agent.listeners.append(self._journal_event)
         self._watch_client(agent.llmclient)
+        self.tracer = tracing.start()  # None unless the OTEL_* variables ask for traces
+        if self.tracer is not None:
+            self.tracer.watch(agent)
         self.aborted = False
         self._worker: threading.Thread | None = None
         self.pending_images: list[dict] = []  # go with the next task (--image, /image)
@@ -312,6 +316,8 @@ class Session:
         if self._worker is not None:
             self.agent.tasks.put(None)  # the worker ends after the task it is running
         self.journal.close()
+        if self.tracer is not None:
+            self.tracer.close()  # what is left is sent, waiting a moment at most
 
 
 def read_history_file(path: str | Path) -> dict:
