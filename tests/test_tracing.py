@@ -248,3 +248,13 @@ def test_the_console_exporter_writes_to_stderr_and_json_stdout_stays_pure(tmp_pa
     assert [json.loads(line)["type"] for line in captured.out.splitlines()][-1] == "task_end"
     assert '"name": "invoke_agent GenericAgent"' in captured.err
     assert '"name": "chat scripted:' in captured.err
+
+
+def test_the_otlp_headers_are_secret_kept_from_children_and_masked():
+    from llmcore.secrets import EnvPolicy
+
+    headers = "Authorization=Basic cGstbGYtMTIzOnNrLWxmLTQ1Ng=="
+    env = {"OTEL_EXPORTER_OTLP_HEADERS": headers, "OTEL_EXPORTER_OTLP_TRACES_HEADERS": headers,
+           "OTEL_SERVICE_NAME": "agent", "PATH": "/bin"}
+    assert EnvPolicy().child_env(env) == {"OTEL_SERVICE_NAME": "agent", "PATH": "/bin"}
+    assert "cGstbGY" not in Redactor.from_config(None, environ=env)(f"env: {headers}")
