@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
+from llmcore.base import add_cost
 from llmcore.secrets import Redactor
 
 SERVICE_NAME = "genericagent"
@@ -118,7 +119,7 @@ class Tracer:
             spans.usage[key] = spans.usage.get(key, 0) + value
         cost = getattr(getattr(response, "usage", None), "cost", None)
         if cost is not None:
-            spans.cost = (spans.cost or 0.0) + cost
+            spans.cost = add_cost(spans.cost, cost)
             usage["gen_ai.usage.cost"] = cost
         span.set_attributes({**usage, "gen_ai.response.model": _model(ctx["client"]),
                              "gen_ai.response.finish_reasons": [response.stop_reason or ""]})
@@ -164,7 +165,7 @@ class Tracer:
                 span.end()
         attrs: dict[str, Any] = dict(spans.usage)
         if spans.cost is not None:
-            attrs["gen_ai.usage.cost"] = round(spans.cost, 10)
+            attrs["gen_ai.usage.cost"] = spans.cost
         result = _result(ctx.get("exit_reason") or {})
         attrs.update({"genericagent.task.result": result if not ctx.get("error") else "FAILED",
                       "genericagent.task.turns": int(ctx.get("turn") or 0)})
@@ -233,9 +234,9 @@ def _usage_attrs(usage: Any) -> dict[str, int]:
 
 def _failed(span: Any, error: BaseException | None, kind: str | None = None,
             message: str = "") -> None:
-    if error is not None:
+    if error is not None:  # a provider's status (429, timeout) or the exception's type
         status = getattr(error, "status", None)
-        kind = str(status) if isinstance(status, int) else type(error).__qualname__
+        kind = str(status) if status else type(error).__qualname__
         message = str(error)
     span.set_attribute("error.type", kind or "_OTHER")
     span.set_status(Status(StatusCode.ERROR, message or None))

@@ -114,3 +114,15 @@ def test_repl_cost_says_what_the_session_spent_or_why_it_cannot(tmp_path, home):
     child.expect(r"session \S+: \$0\.0090 so far \(last task \$0\.0090\)")
     child.expect("ga> ")
     assert quit_repl(child) == 0
+
+
+def test_a_cost_budget_ends_the_task_when_a_reply_comes_unpriced(home):
+    from frontends.runner import TokenBudget
+    from ga import GenericAgent
+    from llmcore.scripted import ScriptedClient
+
+    agent = GenericAgent(ScriptedClient(steps(3), name="cheap"), home=home, cwd=".")
+    agent.listeners.append(TokenBudget(agent, None, max_cost=1.0))
+    end = list(agent.run_task("go"))[-1]  # e.g. after a /model switch to a profile
+    assert end["result"] == "BUDGET_EXCEEDED" and end["turns"] == 1
+    assert end["text"] == "cost budget of $1.0000 cannot be kept: cheap has no price (--max-cost)"
