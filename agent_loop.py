@@ -4,6 +4,13 @@ Knows only ``client.chat(messages, tools)`` and ``handler.dispatch(...)``; no pr
 and no tool body lives here. ``agent_runner_loop`` yields event dicts (``turn``, ``text``,
 ``thinking``, ``usage``, ``tool_call``, ``progress``, ``tool_result``) and returns
 ``{'result': ..., 'data': ...}``.
+
+Hooks (``handler.hooks``) see every task, turn, model request and tool call that begins
+end, even when the model fails for good or the run is closed: then ``llm_after``,
+``turn_after`` and ``agent_after`` carry the exception as ``ctx["error"]``. The tool hooks
+fire for the calls the model made (not the runtime's own ``no_tool``); their context has
+``handler``, ``tool_name``, ``args``, ``call_id`` and, after, ``outcome`` and ``error`` (the
+exception a tool raised, else None).
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import json
 import logging
 import re
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Generator, Optional
 
@@ -176,7 +183,7 @@ class BaseHandler:
         return f"unknown tool {tool_name}"
 
     def dispatch(self, tool_name: str, args: dict, response, index: int = 0,
-                 tool_num: int = 1) -> Generator[str, None, StepOutcome]:
+                 tool_num: int = 1, *, call_id: str = "") -> Generator[str, None, StepOutcome]:
         method = getattr(self, f"do_{tool_name}", None)
         if tool_name != "bad_json" and (method is None or tool_name in self.disabled_tools):
             msg = self.unknown_tool(tool_name)
@@ -190,11 +197,16 @@ class BaseHandler:
             return error_outcome(msg, next_prompt=msg)
         args["_index"] = index
         args["_tool_num"] = tool_num
-        self.hooks.fire("tool_before", {"tool_name": tool_name, "args": args})
+        ctx = {"handler": self, "tool_name": tool_name, "args": args, "call_id": call_id}
+        hooked = tool_name not in RESERVED_TOOLS  # the runtime's own turn end is no call
+        if hooked:
+            self.hooks.fire("tool_before", ctx)
+        error = None
         try:
             outcome = yield from _run_maybe_generator(method(args, response))
         except (Exception, SystemExit) as e:  # a failing tool reports to the model; run goes on
             log.debug("tool %s failed:\n%s", tool_name, traceback.format_exc())
+            error = e
             if getattr(e, "for_model", False):
                 msg = f"[Error] {e}"
             else:
@@ -202,7 +214,8 @@ class BaseHandler:
             outcome = error_outcome(msg)
         if not isinstance(outcome, StepOutcome):
             outcome = StepOutcome(outcome, next_prompt="\n")
-        self.hooks.fire("tool_after", {"tool_name": tool_name, "args": args, "outcome": outcome})
+        if hooked:
+            self.hooks.fire("tool_after", {**ctx, "outcome": outcome, "error": error})
         return outcome
 
 
@@ -294,7 +307,8 @@ def _run_one(handler, response, call: dict, index: int, tool_num: int,
     elif call.get("reserved"):  # the runtime's own no_tool is not the model's to call
         outcome = error_outcome(f"unknown tool {name}", next_prompt=f"unknown tool {name}")
     else:
-        gen = handler.dispatch(name, call["args"], response, index=index, tool_num=tool_num)
+        gen = handler.dispatch(name, call["args"], response, index=index, tool_num=tool_num,
+                               call_id=call_id)
         outcome = yield from _as_progress(gen)
     if not internal:
         outcome.data = with_markers_note(outcome.data, redact)
@@ -333,6 +347,17 @@ def _tool_result(call: dict, outcome: StepOutcome, redact: Callable[[str], str] 
     return {"tool_use_id": call["id"], "content": _with_images(text, outcome)}
 
 
+@dataclass
+class _Run:
+    """Where a run is: its turn, the last turn plugins saw end, the turn's reply and calls."""
+
+    turn: int
+    closed: int
+    response: Any = None
+    tool_calls: list = field(default_factory=list)
+    tool_results: list = field(default_factory=list)
+
+
 def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], handler,
                       tools_schema, max_turns: int = 100, verbose: bool = False, *,
                       max_calls_per_turn: int = MAX_CALLS_PER_TURN,
@@ -353,34 +378,53 @@ def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], 
     handler.max_turns = max_turns
     handler.verbose = verbose
     ctx = {"client": client, "handler": handler, "messages": messages}
+    run = _Run(handler.current_turn, handler.current_turn)  # an answered question counts on
     hooks.fire("agent_before", ctx)
-    start = turn = handler.current_turn  # an answered question's task counts on from there
-    exit_reason, response = {}, None
-    tool_calls: list[dict] = []
-    tool_results: list[dict] = []
-    closed = start  # the last turn turn_after was fired for
-    while turn - start < handler.max_turns:
-        turn += 1
-        handler.current_turn = turn
-        yield {"type": "turn", "turn": turn}
-        ctx.update(turn=turn, messages=messages)
+    try:
+        exit_reason = yield from _turns(client, handler, hooks, ctx, run, tools_schema,
+                                        max_calls_per_turn, redact)
+    except BaseException as e:  # the model failed for good, or the run was closed
+        ctx["error"] = e
+        _end_turn(hooks, ctx, run)  # plugins see what began end
+        hooks.fire("agent_after", ctx)
+        raise
+    if handler.exit_request:
+        exit_reason = handler.exit_request
+    elif exit_reason and run.response is not None:
+        handler.turn_end_callback(run.response, run.tool_calls, run.tool_results, run.turn, "",
+                                  exit_reason)
+    _end_turn(hooks, ctx, run)
+    ctx["exit_reason"] = exit_reason
+    hooks.fire("agent_after", ctx)
+    return exit_reason or {"result": "MAX_TURNS_EXCEEDED", "data": None}
+
+
+def _end_turn(hooks: Hooks, ctx: dict, run: _Run) -> None:
+    """The turn that ended the task ends for plugins too."""
+    if run.turn > run.closed:
+        ctx.update(next_prompt="", tool_results=run.tool_results)
+        hooks.fire("turn_after", ctx)
+        run.closed = run.turn
+
+
+def _turns(client, handler, hooks: Hooks, ctx: dict, run: _Run, tools_schema,
+           max_calls: int, redact: Callable[[str], str] | None) -> Generator[dict, None, dict]:
+    """The turns of a run; returns why it ended ({} when the turn limit or an exit request
+    ended it)."""
+    messages, start, exit_reason = ctx["messages"], run.turn, {}
+    while run.turn - start < handler.max_turns:
+        run.turn += 1
+        handler.current_turn = run.turn
+        yield {"type": "turn", "turn": run.turn}
+        ctx.update(turn=run.turn, messages=messages)
         hooks.fire("turn_before", ctx)
-        hooks.fire("llm_before", ctx)
-        response = yield from _stream_reply(client, messages, tools_schema)
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            event = {"type": "usage", "input": usage.input, "cached": usage.cached,
-                     "output": usage.output}
-            if getattr(usage, "estimated", False):  # counted from characters: shown "≈"
-                event["estimated"] = True
-            yield event
-        ctx["response"] = response
-        hooks.fire("llm_after", ctx)
+        run.response = response = yield from _ask_model(client, messages, tools_schema, hooks,
+                                                        ctx)
         if handler.exit_request:  # e.g. aborted while the model was streaming
             break
-        tool_calls = _parse_calls(response)
-        tool_results, next_prompts, exit_reason = yield from _run_calls(
-            handler, response, tool_calls, max_calls_per_turn, redact)
+        run.tool_calls = _parse_calls(response)
+        run.tool_results, next_prompts, exit_reason = yield from _run_calls(
+            handler, response, run.tool_calls, max_calls, redact)
         if handler.exit_request:
             break
         if not next_prompts or exit_reason:
@@ -388,25 +432,48 @@ def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], 
                 break
             exit_reason = {}
             next_prompts.append(handler._done_hooks.pop(0))
-        next_prompt = handler.turn_end_callback(response, tool_calls, tool_results, turn,
-                                                "\n".join(next_prompts), exit_reason)
-        ctx.update(next_prompt=next_prompt, tool_results=tool_results)
+        next_prompt = handler.turn_end_callback(response, run.tool_calls, run.tool_results,
+                                                run.turn, "\n".join(next_prompts), exit_reason)
+        ctx.update(next_prompt=next_prompt, tool_results=run.tool_results)
         hooks.fire("turn_after", ctx)
-        closed = turn
+        run.closed = run.turn
         if handler.exit_request:
             break
         content = redact(next_prompt) if redact else next_prompt  # a tool may put data here
-        messages = [{"role": "user", "content": content, "tool_results": tool_results}]
-    if handler.exit_request:
-        exit_reason = handler.exit_request
-    elif exit_reason and response is not None:
-        handler.turn_end_callback(response, tool_calls, tool_results, turn, "", exit_reason)
-    if turn > closed:  # the last turn ended the task: it ends for plugins too
-        ctx.update(next_prompt="", tool_results=tool_results)
-        hooks.fire("turn_after", ctx)
-    ctx["exit_reason"] = exit_reason
-    hooks.fire("agent_after", ctx)
-    return exit_reason or {"result": "MAX_TURNS_EXCEEDED", "data": None}
+        messages = [{"role": "user", "content": content, "tool_results": run.tool_results}]
+    return exit_reason
+
+
+def _ask_model(client, messages: list[dict], tools_schema, hooks: Hooks,
+               ctx: dict) -> Generator[dict, None, Any]:
+    """One model request between the ``llm_`` hooks, then its ``usage`` event."""
+    hooks.fire("llm_before", ctx)
+    try:
+        response = yield from _stream_reply(client, messages, tools_schema)
+    except BaseException as e:  # llm_after sees the failure; the run ends with it
+        ctx.update(response=None, error=e)
+        hooks.fire("llm_after", ctx)
+        raise
+    usage = getattr(response, "usage", None)
+    if usage is not None:
+        yield usage_event(usage)
+    ctx["response"] = response
+    hooks.fire("llm_after", ctx)
+    return response
+
+
+def usage_event(usage: Any) -> dict:
+    """The ``usage`` event of a reply's ``Usage``: ``cache_write`` when the cache was written,
+    ``cost`` (USD) when the profile that answered has a price."""
+    event = {"type": "usage", "input": usage.input, "cached": usage.cached,
+             "output": usage.output}
+    if getattr(usage, "cache_write", 0):
+        event["cache_write"] = usage.cache_write
+    if getattr(usage, "estimated", False):  # counted from characters: shown "≈"
+        event["estimated"] = True
+    if getattr(usage, "cost", None) is not None:
+        event["cost"] = usage.cost
+    return event
 
 
 def _shrink_code(m: re.Match) -> str:

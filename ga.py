@@ -30,7 +30,7 @@ from agent_loop import (
     log,
 )
 from llmcore import images as pictures
-from llmcore.base import LLMError
+from llmcore.base import LLMError, add_cost
 from llmcore.history import unanswered_call
 from llmcore.logs import Failures
 from llmcore.secrets import EnvPolicy, EventRedactor, Redactor
@@ -94,6 +94,11 @@ class GenericAgentHandler(BaseHandler):
         self._bad_replies: list[str] = []  # why the replies in the current run were unusable
         self._checkpointed = False
         self._signatures: list[str | None] = []
+
+    @property
+    def session_id(self) -> str:
+        """The session the task runs in (its journal's id, when one is attached)."""
+        return self.parent.session_id
 
     def unknown_tool(self, tool_name: str) -> str:
         why = self.parent.unavailable.get(tool_name)
@@ -548,6 +553,7 @@ class GenericAgent:
         self._provider_events: list[dict] = []  # retries and switches, until relayed in order
         self._sink: Callable[[dict], Any] | None = None  # the worker's queue, while it runs one
         self.session_id = new_session_id()  # a journal, when attached, gives its own
+        self.task_cost: float | None = None  # USD of the running task's requests, when priced
         self.transcript = Transcript()
         self.tasks: queue.Queue = queue.Queue()
 
@@ -606,7 +612,7 @@ class GenericAgent:
                 log.error("task crashed: %s: %s", type(e).__name__, e, exc_info=True)
                 turns = getattr(self.handler, "current_turn", 0)
                 end = failed_event(f"{type(e).__name__}: {e}", turns)
-                for event in self._emit(dict(end, session_id=self.session_id)):
+                for event in self._emit(self._closing(end)):
                     out.put(event)
             finally:
                 self._sink = None
@@ -649,6 +655,8 @@ class GenericAgent:
     def _emit(self, event: dict) -> list[dict]:
         """Redact ``event``, record it and tell the listeners; returns the event(s) to pass on
         (streamed text that may begin a secret is held back until the next piece)."""
+        if event.get("type") == "usage":
+            self.task_cost = add_cost(self.task_cost, event.get("cost"))
         out = self._redact_events(event)
         for item in out:
             self.transcript.record(item)
@@ -659,6 +667,11 @@ class GenericAgent:
                     name = getattr(listener, "__qualname__", type(listener).__name__)
                     self.failures.report(f"listener {name}", e)
         return out
+
+    def _closing(self, end: dict) -> dict:
+        """A ``task_end`` event with the session id and, when priced, the task's cost."""
+        cost = {} if self.task_cost is None else {"cost": self.task_cost}
+        return dict(end, session_id=self.session_id, **cost)
 
     def _first_message(self, query: str) -> str:
         if len(query) > self.settings.long_prompt_chars:
@@ -725,6 +738,7 @@ class GenericAgent:
         handler.disabled_tools = self.disabled_tools
         query, message, answers = self._opening(query, handler, asked, kept)
         self._provider_events.clear()  # a /model switch between tasks is no restart
+        self.task_cost = None
         shown = {"images": [pictures.meta(b) for b in blocks]} if blocks else {}
         yield from self._emit({"type": "task_start", "prompt": query, "source": source,
                                "session_id": self.session_id, **shown})
@@ -740,7 +754,7 @@ class GenericAgent:
             yield from self._relay_provider_events()  # the retries that came to nothing
             result, end = {}, failed_event(str(e), handler.current_turn, model_error=True)
         self.open_turn = self._left_open(result, handler.current_turn)  # journaled with the end
-        events = self._emit(dict(end, session_id=self.session_id))
+        events = self._emit(self._closing(end))
         # archived before the end is seen: a caller may exit right after it
         self.failures.attempt("archiving the session in L4", archive_to_l4, self.memory,
                               self.session_id, self.transcript.events, redact=self.redactor)

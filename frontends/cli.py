@@ -61,7 +61,7 @@ input and output:
 
 exit codes: 0 done, 1 failure, 2 usage or config error, 3 the agent asked a question
   (answer with ga --resume ID "ANSWER"; a number picks a candidate), 4 a limit ended
-  the task (turns, tokens, no progress), 130 interrupted (Ctrl-C), 143 terminated
+  the task (turns, tokens, cost, no progress), 130 interrupted (Ctrl-C), 143 terminated
   (SIGTERM), 129 hung up (SIGHUP).
   Whatever ends ga, the processes it started end with it (setsid detaches a service)."""
 
@@ -257,8 +257,19 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
                       lambda name: make_client(name, config_path=args.config, home=home,
                                                redactor=agent.redactor),
                       command=resume_command(args), keep_cwd=keep_cwd)
-    agent.listeners.append(TokenBudget(agent, args.max_tokens))
+    agent.listeners.append(TokenBudget(agent, args.max_tokens, max_cost(args, client)))
     return session
+
+
+def max_cost(args, client: Any) -> float | None:
+    """``--max-cost``: a budget needs a price on every profile that may answer."""
+    limit = getattr(args, "max_cost", None)
+    unpriced = getattr(client, "unpriced", list)() if limit else []
+    if unpriced:
+        raise ConfigError(None, "--max-cost", f"model {', '.join(unpriced)} has no price, so "
+                          "no cost can be counted; give its profile price: {input: USD, "
+                          "output: USD} (per million tokens) in the config")
+    return limit
 
 
 def resumed_task_text(args, home: Path) -> str:

@@ -67,6 +67,8 @@ def add_limit_options(p: argparse.ArgumentParser) -> None:
                    help="turn limit per task (default 100)")
     p.add_argument("--max-tokens", type=positive_int, metavar="N",
                    help="token budget per task (input+output, retries included)")
+    p.add_argument("--max-cost", type=positive_amount, metavar="USD",
+                   help="cost budget per task in USD (needs price: on the model's profile)")
 
 
 def positive_int(text: str) -> int:
@@ -77,6 +79,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_amount(text: str) -> float:
+    """An option value that must be a number above zero (``--max-cost 0.50``)."""
+    try:
+        value = float(text.lstrip("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
     return value
 
 

@@ -9,6 +9,8 @@ import time
 from typing import IO, Callable
 
 from agent_loop import _clean_content, _compact_tool_args, answer_text, json_default
+from llmcore.base import add_cost
+from llmcore.price import format_usd
 from tools import clip
 
 from .signals import held
@@ -132,6 +134,7 @@ class TextRenderer:
         self.verbose = verbose
         self.usage = {"input": 0, "cached": 0, "output": 0}
         self.usage_estimated = False
+        self.cost: float | None = None  # USD, when the model has a price
         self._progress_lines = 0
         self._hidden_lines = 0
         self._hidden_partial = False
@@ -249,6 +252,7 @@ class TextRenderer:
         for key in self.usage:
             self.usage[key] += e.get(key, 0) or 0
         self.usage_estimated = self.usage_estimated or bool(e.get("estimated"))
+        self.cost = add_cost(self.cost, e.get("cost"))
 
     def on_task_end(self, e: dict) -> None:
         self._print_question(e)
@@ -270,6 +274,8 @@ class TextRenderer:
         u = self.usage
         about = ESTIMATE_MARK if self.usage_estimated else ""
         line = f"tokens: {about}{u['input']} in ({u['cached']} cached), {about}{u['output']} out"
+        if self.cost is not None:
+            line += f", cost {about}{format_usd(self.cost)}"
         return f"{line} (estimated: the server reports none)" if about else line
 
     def _panel(self, body: str, title: str, style: str) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable
 
+from llmcore.base import add_cost
 from llmcore.secrets import Redactor
 from memory.archive import new_session_id
 
@@ -108,6 +109,7 @@ class Journal:
         self._file: IO[str] | None = None
         self.redact: Redactor = getattr(agent, "redactor", None) or (
             Redactor.from_config(getattr(agent.llmclient, "config", None)))
+        self.cost = state.cost if state else None  # USD of the session's priced requests
         self.failed = False
         self.closed = False  # a closed journal (its lock given up) writes nothing more
         # a resumed session comes locked (claim_session); a new one is locked at first write
@@ -168,6 +170,8 @@ class Journal:
             return
         if kind in RESTART_EVENTS:
             self._stream.clear()
+        if kind == "usage":
+            self.cost = add_cost(self.cost, event.get("cost"))
         self.write(event)
         if kind in STATE_AFTER:
             self.snapshot()
@@ -234,6 +238,7 @@ class SessionState:
     turns: int = 0
     tokens: int = 0
     tokens_estimated: bool = False  # some usage was counted from characters (shown "≈")
+    cost: float | None = None  # USD of the priced requests; None: none was priced
     tasks: int = 0
     history: list = field(default_factory=list)
     history_info: list = field(default_factory=list)
@@ -279,6 +284,7 @@ def _apply(state: SessionState, r: dict) -> None:
     elif kind == "usage":
         state.tokens += int(r.get("input") or 0) + int(r.get("output") or 0)
         state.tokens_estimated = state.tokens_estimated or bool(r.get("estimated"))
+        state.cost = add_cost(state.cost, r.get("cost"))
     elif kind == "state":
         for key in SAVED_STATE:
             if key in r:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from llmcore.base import ConfigError
 from llmcore.images import describe as describe_image
+from llmcore.price import format_usd
 
 from .console import LiveRenderer
 from .runner import Session, end_message, export_history
@@ -35,6 +36,7 @@ HELP = """Commands:
   /resume              pick a recent session and continue it
   /new                 start a new conversation
   /export [FILE]       write the conversation to a JSON file (reload with --history FILE)
+  /cost                what this session has cost so far (needs price: on the model)
   /image [PATH|clear]  attach an image to your next message (no PATH: list attached ones)
   /exit                quit (also Ctrl-D, or Ctrl-C twice)
 Ctrl-C while a task runs aborts it; the session stays."""
@@ -77,6 +79,7 @@ class Repl:
         self.verbose = verbose
         self.out = sys.stdout
         self.readline: Any = None
+        self.last_cost: float | None = None  # USD of the last task, when priced
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -128,6 +131,7 @@ class Repl:
                 return None
             if end is None:
                 return QUIT
+            self.last_cost = end.get("cost")
             message = end_message(end)
             if message:
                 print(f"ga: {message}", file=sys.stderr)
@@ -231,6 +235,22 @@ class Repl:
             self.say(f"error: {e}")
             return
         self.say(f"{key.strip()} = {value.strip()}")
+
+    def cmd_cost(self, arg: str) -> None:
+        spent = self.session.journal.cost
+        client = self.session.agent.llmclient
+        unpriced = ", ".join(getattr(client, "unpriced", lambda: [client.name])())
+        if spent is None and not unpriced:
+            self.say("no cost yet: this session has made no request")
+            return
+        if spent is None:
+            self.say(f"no cost to show: model {unpriced} has no price; give its profile "
+                     "price: {input: USD, output: USD} (per million tokens) in the config")
+            return
+        last = f" (last task {format_usd(self.last_cost)})" if self.last_cost is not None else ""
+        self.say(f"session {self.session.id}: {format_usd(spent)} so far{last}")
+        if unpriced:
+            self.say(f"(model {unpriced} has no price: its requests are not counted)")
 
     def cmd_new(self, arg: str) -> None:
         self.session.new()

@@ -17,8 +17,10 @@ from typing import Any, Callable
 
 from llmcore.base import ConfigError
 from llmcore.images import for_model
+from llmcore.price import format_usd
 from tools.procs import sweep_stale
 
+from . import tracing
 from .console import ESTIMATE_MARK
 from .imagestore import ImageStore
 from .journal import (
@@ -38,7 +40,7 @@ EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEE
 LIMIT_MESSAGES = {  # why a limit ended the task (exit 4), naming the option that sets it
     "MAX_TURNS_EXCEEDED": "stopped: the turn limit ({turns} turns, --max-turns) was reached",
     "NO_PROGRESS": "stopped: no progress: {text}",
-    "BUDGET_EXCEEDED": "stopped: {text} (--max-tokens)",
+    "BUDGET_EXCEEDED": "stopped: {text}",  # the text names --max-tokens or --max-cost
 }
 HISTORY_KEYS = {"history": list, "history_info": list, "working": dict, "open_turn": dict}
 MATCHES_SHOWN = 5  # an ambiguous session prefix lists this many matches
@@ -112,29 +114,42 @@ def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = Non
 
 class TokenBudget:
     """Ends a task (``BUDGET_EXCEEDED``) once its input+output tokens reach ``limit``
-    (counted from characters when the server reports no usage)."""
+    (counted from characters when the server reports no usage), or its cost in USD reaches
+    ``max_cost`` (a reply without a cost, from a profile without a price, ends it too)."""
 
-    def __init__(self, agent: Any, limit: int | None) -> None:
+    def __init__(self, agent: Any, limit: int | None, max_cost: float | None = None) -> None:
         self.agent = agent
         self.limit = limit
+        self.max_cost = max_cost
         self.used = 0
+        self.cost = 0.0
         self.estimated = False  # usage the server did not report was counted from characters
 
     def __call__(self, event: dict) -> None:
         kind = event.get("type")
         if kind == "task_start":
-            self.used = 0
+            self.used, self.cost = 0, 0.0
             self.estimated = False
-        if kind != "usage" or not self.limit:
+        if kind != "usage":
             return
         self.used += int(event.get("input") or 0) + int(event.get("output") or 0)
+        self.cost += event.get("cost") or 0.0
         self.estimated = self.estimated or bool(event.get("estimated"))
+        about = ESTIMATE_MARK if self.estimated else ""
+        if self.limit and self.used >= self.limit:
+            self._stop(f"token budget of {self.limit} reached ({about}{self.used} tokens used, "
+                       "--max-tokens)")
+        elif self.max_cost and event.get("cost") is None:
+            self._stop(f"cost budget of {format_usd(self.max_cost)} cannot be kept: "
+                       f"{self.agent.llmclient.name} has no price (--max-cost)")
+        elif self.max_cost and self.cost >= self.max_cost:
+            self._stop(f"cost budget of {format_usd(self.max_cost)} reached ({about}"
+                       f"{format_usd(self.cost)} spent, --max-cost)")
+
+    def _stop(self, why: str) -> None:
         handler = self.agent.handler
-        if self.used >= self.limit and handler is not None and not handler.exit_request:
-            about = ESTIMATE_MARK if self.estimated else ""
-            handler.exit_request = {
-                "result": "BUDGET_EXCEEDED",
-                "data": f"token budget of {self.limit} reached ({about}{self.used} tokens used)"}
+        if handler is not None and not handler.exit_request:
+            handler.exit_request = {"result": "BUDGET_EXCEEDED", "data": why}
 
 
 class Session:
@@ -153,6 +168,9 @@ class Session:
         self.keep_cwd = keep_cwd  # -C was given: a resumed session works there too
         agent.listeners.append(self._journal_event)
         self._watch_client(agent.llmclient)
+        self.tracer = tracing.start()  # None unless the OTEL_* variables ask for traces
+        if self.tracer is not None:
+            self.tracer.watch(agent)
         self.aborted = False
         self._worker: threading.Thread | None = None
         self.pending_images: list[dict] = []  # go with the next task (--image, /image)
@@ -298,6 +316,8 @@ class Session:
         if self._worker is not None:
             self.agent.tasks.put(None)  # the worker ends after the task it is running
         self.journal.close()
+        if self.tracer is not None:
+            self.tracer.close()  # what is left is sent, waiting a moment at most
 
 
 def read_history_file(path: str | Path) -> dict:

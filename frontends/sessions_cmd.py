@@ -10,6 +10,7 @@ from typing import Any
 
 from agent_loop import cut_middle
 from llmcore.images import describe
+from llmcore.price import format_usd
 from llmcore.secrets import Redactor, home_redactor
 
 from .console import ESTIMATE_MARK
@@ -31,8 +32,9 @@ def run(action: str, args: Any, home: Path) -> int:
     states = list_sessions(home)[: args.limit]
     if args.json:
         for s in states:
+            cost = {} if s.cost is None else {"cost": s.cost}
             print(json.dumps({"id": s.id, "started": s.started, "cwd": s.cwd, "model": s.model,
-                              "turns": s.turns, "tokens": s.tokens, "tasks": s.tasks,
+                              "turns": s.turns, "tokens": s.tokens, **cost, "tasks": s.tasks,
                               "first_prompt": s.first_prompt}, ensure_ascii=False))
         return 0
     if not states:
@@ -53,12 +55,16 @@ def print_sessions(states: list) -> None:
     table.add_column("model", no_wrap=True)
     table.add_column("turns", justify="right", no_wrap=True)
     table.add_column("tokens", justify="right", no_wrap=True)
+    priced = any(s.cost is not None for s in states)  # no prices anywhere: no cost column
+    if priced:
+        table.add_column("cost", justify="right", no_wrap=True)
     table.add_column("first prompt", no_wrap=True, overflow="ellipsis", max_width=PROMPT_CHARS)
     for s in states:
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started)) if s.started else "?"
         tokens = f"{ESTIMATE_MARK if s.tokens_estimated else ''}{s.tokens}"
+        cost = [format_usd(s.cost) if s.cost is not None else ""] if priced else []
         table.add_row(s.id, started, cut_middle(s.cwd, CWD_CHARS),
-                      cut_middle(s.model, MODEL_CHARS), str(s.turns), tokens, s.summary)
+                      cut_middle(s.model, MODEL_CHARS), str(s.turns), tokens, *cost, s.summary)
     piped = not sys.stdout.isatty()
     Console(highlight=False, width=PIPED_WIDTH if piped else None).print(table)
 
@@ -92,6 +98,8 @@ def show_session(home: Path, session_id: str, verbose: bool = False,
             message = end_message(record) or (
                 "stopped: waiting for an answer" if record.get("question") is not None
                 else f"done ({record.get('turns', 0)} turns)")
+            if record.get("cost") is not None:
+                message += f" · cost {format_usd(record['cost'])}"
             render.console.print(f"■ {message}", style="yellow", markup=False)
         elif kind in ("model", "llm_model_switch"):
             render.newline()

@@ -52,7 +52,7 @@ def make_client(model: str | None = None, *, config_path: str | None = None,
     profile = select(cfg, model)
     if profile.provider == "scripted" and not profile.mixin:
         client = load_class("scripted")(profile.script, name=profile.name,
-                                        vision=profile.vision is not False)
+                                        vision=profile.vision is not False, price=profile.price)
         client.config = cfg
         return client
     return LLMSession(cfg, profile, home_dir(home), load_class, redactor)

@@ -143,8 +143,9 @@ class _State:
         if kind == "message_start":
             u = ev.message.usage
             cached = u.cache_read_input_tokens or 0
-            fresh = (u.input_tokens or 0) + (u.cache_creation_input_tokens or 0)
-            resp.usage = Usage(input=fresh + cached, cached=cached, output=u.output_tokens or 0)
+            written = u.cache_creation_input_tokens or 0
+            resp.usage = Usage(input=(u.input_tokens or 0) + written + cached, cached=cached,
+                               cache_write=written, output=u.output_tokens or 0)
         elif kind == "content_block_start":
             self.blocks[ev.index] = _start_block(ev.content_block, req)
         elif kind == "content_block_delta":

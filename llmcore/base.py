@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generator, Iterable, Protocol
 
 CLOSE_MATCH_CUTOFF = 0.6  # difflib ratio at which a misspelt config key names its match
+COST_DIGITS = 10  # USD rounded to this many decimals: sums stay free of float noise
 
 
 class ThinkingChunk(str):
@@ -50,18 +51,32 @@ class ToolCall:
         return cls(id=id, function=FunctionCall(name=name, arguments=arguments))
 
 
+def add_cost(total: float | None, cost: float | None) -> float | None:
+    """``total`` plus ``cost`` in USD; None while neither is known (nothing was priced)."""
+    if cost is None:
+        return total
+    return round((total or 0.0) + cost, COST_DIGITS)
+
+
 @dataclass
 class Usage:
+    """Tokens of one request; ``input`` counts all input, cache reads (``cached``) and cache
+    writes (``cache_write``) included."""
+
     input: int = 0
     cached: int = 0
     output: int = 0
     estimated: bool = False  # the server reported none: counted from characters (shown "≈")
+    cache_write: int = 0
+    cost: float | None = None  # USD, when the profile that served it has a price
 
     def add(self, other: Usage) -> None:
         self.input += other.input
         self.cached += other.cached
         self.output += other.output
+        self.cache_write += other.cache_write
         self.estimated = self.estimated or other.estimated
+        self.cost = add_cost(self.cost, other.cost)
 
     @property
     def total(self) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .base import ConfigError, unknown_key
+from .price import Price, parse_price
 
 KINDS = ("anthropic", "openai", "openai-responses", "scripted")
 TOOL_MODES = ("native", "text")
@@ -67,6 +68,7 @@ class Profile:
     max_turn_attempts: int = 12
     script: str | None = None
     vision: bool | None = None  # None: true for the official endpoints, false elsewhere
+    price: Price | None = None  # USD per million tokens; without it no cost is shown
 
     @property
     def sees_images(self) -> bool:
@@ -102,6 +104,8 @@ def coerce(path: str | None, name: str, key: str, value: Any) -> Any:
         return _mixin(path, where, value)
     if key == "extra_body":
         return _mapping(path, where, value)
+    if key == "price":
+        return parse_price(path, where, _mapping(path, where, value))
     if key in BOOL_FIELDS:
         return _bool(path, where, value)
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
@@ -284,6 +288,9 @@ def parse_profile(path: str | None, name: str, raw: Any) -> Profile:
         raise ConfigError(path, f"models.{name}.model", "missing: the model id to use")
     if prof.provider == "scripted" and not prof.mixin and not prof.script:
         raise ConfigError(path, f"models.{name}.script", "missing: path of the script file")
+    if prof.mixin and prof.price:
+        raise ConfigError(path, f"models.{name}.price", "a mixin profile is priced by the "
+                          "profile that serves each request: give each of them its price")
     return prof
 
 

@@ -2,10 +2,10 @@
 
 Each entry is one model turn: ``text``, optional ``thinking``, optional ``tool_calls``
 (``{name, args}`` or ``{name, raw_args}`` for raw, possibly invalid, JSON), optional
-``stop_reason``, ``usage`` ({input, cached, output}) and ``chunk`` (characters per streamed
-piece, default 8). An entry ``{raise: MESSAGE}``
-(optionally with ``status``) makes that call fail with ``LLMError``. When the script runs
-out the model answers ``(script exhausted)`` with no tool call. The whole script is checked
+``stop_reason``, ``usage`` ({input, cached, cache_write, output}) and ``chunk``
+(characters per streamed piece, default 8). An entry ``{raise: MESSAGE}`` (optionally
+with ``status``) makes that call fail with ``LLMError``. When the script runs out the model
+answers ``(script exhausted)`` with no tool call. The whole script is checked
 when loaded: an unknown field or a value of the wrong type is a ``ConfigError``.
 """
 
@@ -28,6 +28,7 @@ from .base import (
     response_to_blocks,
     unknown_key,
 )
+from .price import Price
 
 EXHAUSTED = "(script exhausted)"
 CHUNK_CHARS = 8
@@ -67,7 +68,7 @@ STEP_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "raise": (lambda v: isinstance(v, str), "the error message (a string)"),
     "status": (lambda v: v is None or _whole(v), "an HTTP status (a whole number)"),
     "stop_reason": (lambda v: isinstance(v, str), "a string"),
-    "usage": (lambda v: isinstance(v, dict), "a mapping {input, cached, output}"),
+    "usage": (lambda v: isinstance(v, dict), "a mapping {input, cached, cache_write, output}"),
     "chunk": (lambda v: _whole(v) and v >= 1, "a whole number of at least 1"),
 }
 CALL_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -77,7 +78,7 @@ CALL_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 USAGE_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     k: (lambda v: _whole(v) and v >= 0, "a whole number of tokens")
-    for k in ("input", "cached", "output")
+    for k in ("input", "cached", "cache_write", "output")
 }
 
 
@@ -118,8 +119,9 @@ class ScriptedClient:
     """A model that replays a script and records every call it receives."""
 
     def __init__(self, script: list[dict] | str | Path, name: str = "scripted",
-                 vision: bool = True):
+                 vision: bool = True, price: Price | None = None):
         self.vision = vision  # whether the scripted "model" takes images (profile ``vision:``)
+        self.price = price  # the profile's ``price:``: usage then carries a cost
         self.steps = check_script(list(script)) if isinstance(script, list) else load_script(script)
         self.name = name
         self.model = name
@@ -133,6 +135,9 @@ class ScriptedClient:
 
     def profiles(self) -> list[str]:
         return [self.name]
+
+    def unpriced(self) -> list[str]:
+        return [] if self.price else [self.name]
 
     def switch(self, name: str) -> None:
         if name != self.name:
@@ -182,6 +187,8 @@ class ScriptedClient:
         if resp.tool_calls and "stop_reason" not in step:
             resp.stop_reason = "tool_use"
         resp.usage = Usage(**step.get("usage", {}))
+        if self.price is not None:
+            resp.usage.cost = self.price.cost(resp.usage)
         self.total_usage.add(resp.usage)
         self.history.append(response_to_blocks(resp))
         return resp

@@ -24,7 +24,9 @@ MASK = "***"
 MIN_SECRET_LEN = 6  # a configured key shorter than this is not a secret worth masking
 SECRET_MIN_CHARS = 8  # an environment value shorter than this is not treated as a secret
 SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
-SDK_KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+SDK_KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
+                # the OTLP exporter's headers carry a tracing backend's credentials
+                "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
 # key shapes redacted even when we do not know the key (e.g. echoed by a server);
 # "sk-ant-" + 8 characters is "sk-" + 12, so one shape covers both vendors' keys
 _KEY_RE = re.compile(r"\bsk-[A-Za-z0-9_\-]{12,}")
@@ -39,8 +41,9 @@ class EnvPolicy:
     """Which environment variables a child process inherits: all but the secret ones.
 
     Secret: a name matching ``*KEY*``, ``*SECRET*``, ``*TOKEN*``, ``*PASSWORD*``,
-    ``*CREDENTIAL*`` (any case), an SDK key variable, or a name in ``drop`` (every profile's
-    ``api_key_env`` and ``tools.env_drop``). Names in ``keep`` (``tools.env_keep``) pass.
+    ``*CREDENTIAL*`` (any case), an SDK key variable (the OTLP headers included), or a name in
+    ``drop`` (every profile's ``api_key_env`` and ``tools.env_drop``). Names in ``keep``
+    (``tools.env_keep``) pass.
     """
 
     def __init__(self, drop: Iterable[str] = (), keep: Iterable[str] = ()) -> None:

@@ -46,6 +46,13 @@ log = logging.getLogger("ga.llm")
 FORCED_TRIM_FACTOR = 0.5  # after a context-length error, trim to this share of the budget
 
 
+def priced(usage: Usage, profile: Profile) -> Usage:
+    """``usage`` with its cost in USD, when ``profile`` has a price."""
+    if profile.price is not None:
+        usage.cost = profile.price.cost(usage)
+    return usage
+
+
 def event_text(event: dict) -> str:
     """The one-line diagnostic of a provider event: a ``retry`` (the reply starts over) or a
     ``model_switch``."""
@@ -109,6 +116,10 @@ class LLMSession:
     @property
     def model(self) -> str:
         return self.profile.model
+
+    def unpriced(self) -> list[str]:
+        """The profiles that may serve a request and have no ``price``."""
+        return [m.name for m in self.members if m.price is None]
 
     @property
     def vision(self) -> bool:
@@ -330,7 +341,8 @@ class LLMSession:
             if not emitted:
                 raise ProviderFailure(fail) from None
             # the output made is paid for
-            resp.usage = estimate_usage(req, resp, self._size, self._tools_size)
+            resp.usage = priced(estimate_usage(req, resp, self._size, self._tools_size),
+                                req.profile)
             if fail.in_stream or req.tool_started:
                 log.warning("%s: stream broke after output: %s", self.name, fail.message)
                 resp.tool_calls = []
@@ -347,6 +359,7 @@ class LLMSession:
                 resp.stop_reason = "tool_use"
         if not (resp.usage.input or resp.usage.output):
             resp.usage = estimate_usage(req, resp, self._size, self._tools_size)
+        resp.usage = priced(resp.usage, req.profile)  # by the profile that served it (failover)
         return resp
 
     def _stream(self, provider: Any, req: Request, resp: LLMResponse,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 
 import pytest
@@ -23,6 +24,8 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("GA_HOME", str(home))
     for var in KEY_VARS:
         monkeypatch.delenv(var, raising=False)
+    for var in [v for v in os.environ if v.startswith("OTEL_")]:  # tracing is asked per test
+        monkeypatch.delenv(var)
     monkeypatch.setenv("GA_LANG", "en")
     monkeypatch.chdir(work)
     return home

@@ -36,6 +36,7 @@ class Reply:
     thinking: str = ""
     tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, raw JSON args)
     usage: tuple[int, int, int] = (100, 20, 10)  # input (incl. cached), cached, output
+    cache_write: int = 0  # Anthropic: of the input, tokens written to the cache
     stop: str | None = None  # "max_tokens" | "refusal" | "failed" (Responses)
     chunk: int = 4  # characters per streamed text piece
     # faults
@@ -114,8 +115,9 @@ def anthropic_events(r: Reply, model: str) -> Iterator[Event]:
     yield "message_start", {"type": "message_start", "message": {
         "id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [],
         "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": inp - cached, "cache_read_input_tokens": cached,
-                  "cache_creation_input_tokens": 0, "output_tokens": 1}}}
+        "usage": {"input_tokens": inp - cached - r.cache_write,
+                  "cache_read_input_tokens": cached,
+                  "cache_creation_input_tokens": r.cache_write, "output_tokens": 1}}}
     yield "ping", {"type": "ping"}
     idx = 0
     if r.thinking:
