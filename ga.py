@@ -247,7 +247,8 @@ class GenericAgentHandler(BaseHandler):
         see = screenshot and getattr(self.parent.llmclient, "vision", True)
         result, shot = scan.scan_page(
             self.parent.browser, tabs_only, switch_tab_id, text_only, viewport, screenshot=see,
-            budget=web.reply_budget(web.SCAN_CHARS, self.parent.llmclient, response))
+            budget=web.reply_budget(web.SCAN_CHARS, self.parent.llmclient, response),
+            abort=self.abort_event)
         images = [shot.block()] if shot else []
         if images:
             result += "\n" + self.t("screenshot_shown", sent=pictures.describe(images[0]),

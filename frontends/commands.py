@@ -305,14 +305,16 @@ def print_browser(cfg: Config) -> list[str]:
         print(f"browser: none, the web tools are not offered: {reason}")
     elif browser.attach:
         print(f"browser: attach to {browser.cdp_url or 'http://127.0.0.1:9222'}")
-    else:
-        print(f"browser: launch {browser.find_executable()}")
-    if browser.attach or not browser.named_executable():
         return []
     try:
-        browser.find_executable()
+        exe = browser.find_executable()
     except BrowserUnavailable as e:
-        return [str(e)]
+        if not reason:
+            print(f"browser: {browser.executable} cannot start: the web tools are offered "
+                  f"and answer with an install hint")
+        return [str(e)] if browser.named_executable() else []
+    if not reason:
+        print(f"browser: launch {exe}")
     return []
 
 

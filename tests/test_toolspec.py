@@ -53,13 +53,12 @@ def test_builtin_tools_offered_and_hidden_ones_not():
     assert "no_tool" not in names
 
 
-def test_agent_does_not_offer_disabled_user_tools_or_web_tools_without_a_browser(home, tmp_path):
+def test_agent_does_not_offer_disabled_user_tools_or_web_tools_without_a_browser(
+        home, tmp_path, monkeypatch):
     from llmcore.scripted import ScriptedClient
-    from tools.web import BrowserConfig
 
-    missing = BrowserConfig(executable=str(tmp_path / "no-chromium"))
-    agent = GenericAgent(ScriptedClient([]), home=home, disabled_tools=("ask_user",),
-                         browser=missing)
+    monkeypatch.setenv("GA_CHROMIUM", str(tmp_path / "no-chromium"))  # no browser found
+    agent = GenericAgent(ScriptedClient([]), home=home, disabled_tools=("ask_user",))
     names = {s["function"]["name"] for s in agent.tools_schema()}
     assert "ask_user" not in names and "web_scan" not in names and "file_read" in names
     assert "no-chromium" in agent.unavailable["web_execute_js"]

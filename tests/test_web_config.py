@@ -3,6 +3,7 @@ and the web tools' output budget (SPEC §9)."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -43,6 +44,29 @@ def test_a_failed_web_call_shows_as_an_error_in_the_console(tmp_path, capsys):
     outcomes = [ln.strip() for ln in capsys.readouterr().err.splitlines() if "↳" in ln]
     assert len(outcomes) == 2 and all("no display here" in o for o in outcomes), outcomes
     assert outcomes[0].startswith("↳ error: ") and outcomes[1].startswith("↳ failed: ")
+
+
+def test_a_missing_configured_browser_is_offered_and_its_hint_reaches_stderr(tmp_path, capsys):
+    from frontends.cli import main
+
+    missing = tmp_path / "opt" / "chrome"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"browser": {"executable": str(missing)}}))
+    assert main(["--config", str(cfg), "tools"]) == 0
+    listed = capsys.readouterr().out
+    assert re.search(r"^web_scan +built-in +offered$", listed, re.M), listed
+    steps = [{"text": "<summary>look</summary>", "tool_calls": [
+                 {"name": "web_scan", "args": {}},
+                 {"name": "code_run", "args": {"script": "print('CODE-RAN')"}}]},
+             {"text": "could not browse"}]
+    model = tmp_path / "s.yaml"
+    model.write_text(yaml.safe_dump(steps), encoding="utf-8")
+    assert main(["--config", str(cfg), "--json", "-m", f"scripted:{model}", "browse"]) == 0
+    out, err = capsys.readouterr()
+    told = [ln for ln in err.splitlines() if ln.startswith("ga: web tools:")]
+    assert len(told) == 1 and str(missing) in told[0] and "apt-get install chromium" in told[0]
+    results = [json.loads(ln)["data"] for ln in out.splitlines() if '"tool_result"' in ln]
+    assert "apt-get install chromium" in results[0]["msg"] and "CODE-RAN" in str(results[1])
 
 
 def test_executable_comes_from_config_then_ga_chromium(monkeypatch, tmp_path):

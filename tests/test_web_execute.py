@@ -30,6 +30,27 @@ def test_last_value_top_level_await_and_return(web_browser, web_site):
     assert r["js_return"] == "Page one"
 
 
+def test_a_promise_or_thenable_left_as_the_last_value_is_awaited(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    r = web_execute_js(web_browser, "fetch('/nav2.html').then(r => r.status)", no_monitor=True)
+    assert r["status"] == "success" and r["js_return"] == 200, r
+    r = web_execute_js(web_browser, "({then(done) { setTimeout(() => done({n: 5}), 10) }})",
+                       no_monitor=True)
+    assert r["js_return"] == {"n": 5}, r
+    r = web_execute_js(web_browser, "Promise.reject(new Error('x'))", no_monitor=True)
+    assert r["status"] == "failed" and r["error"] == "Error: x", r
+    r = web_execute_js(web_browser, "return fetch('/nav2.html').then(r => r.ok)",
+                       no_monitor=True)
+    assert r["js_return"] is True, r
+
+
+def test_a_promise_left_as_the_last_value_keeps_to_the_timeout(web_browser, web_site):
+    goto(web_browser, web_site("/nav1.html"))
+    r = web_execute_js(web_browser, "new Promise(() => {})", timeout=1, no_monitor=True)
+    assert r["status"] == "failed" and "1 s timeout" in r["error"], r
+    assert web_execute_js(web_browser, "6 * 7", no_monitor=True)["js_return"] == 42
+
+
 def test_values_are_serialized_for_the_model(web_browser, web_site):
     goto(web_browser, web_site("/nav1.html"))
     r = web_execute_js(web_browser, "[document.querySelector('a'), document.querySelectorAll('p'),"

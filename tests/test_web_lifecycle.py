@@ -217,11 +217,12 @@ def test_a_crashed_browser_is_reported_and_the_next_call_starts_a_new_one(web_si
         browser.close()
 
 
-def test_no_browser_means_no_web_tools_and_a_hint_when_called_anyway(home, tmp_path):
-    missing = BrowserConfig(executable=str(tmp_path / "nope" / "chromium"))
+def test_no_browser_means_no_web_tools_and_a_hint_when_called_anyway(home, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.setenv("GA_CHROMIUM", str(tmp_path / "nope" / "chromium"))
     script = [{"text": "<summary>try</summary>", "tool_calls": [{"name": "web_scan", "args": {}}]},
               {"text": "could not browse"}]
-    agent = GenericAgent(ScriptedClient(script), home=home, cwd=tmp_path, browser=missing)
+    agent = GenericAgent(ScriptedClient(script), home=home, cwd=tmp_path)
     names = {s["function"]["name"] for s in agent.tools_schema()}
     assert not names & {"web_scan", "web_execute_js"} and "code_run" in names
     assert "apt-get install chromium" in agent.unavailable["web_scan"]
@@ -229,6 +230,28 @@ def test_no_browser_means_no_web_tools_and_a_hint_when_called_anyway(home, tmp_p
     result = next(e for e in events if e["type"] == "tool_result")["data"]
     assert result["status"] == "error" and "apt-get install chromium" in result["msg"]
     assert events[-1]["result"] == "CURRENT_TASK_DONE"
+
+
+def test_a_configured_browser_that_is_missing_is_offered_and_answers_with_a_hint(
+        home, tmp_path, caplog):
+    missing = BrowserConfig(executable=str(tmp_path / "nope" / "chromium"))
+    run = {"name": "code_run", "args": {"script": "print('CODE-RAN')"}}
+    script = [{"text": "<summary>try</summary>", "tool_calls": [
+                  {"name": "web_scan", "args": {}}, run,
+                  {"name": "web_execute_js", "args": {"script": "1"}}]},
+              {"text": "could not browse"}]
+    agent = GenericAgent(ScriptedClient(script), home=home, cwd=tmp_path, browser=missing)
+    names = {s["function"]["name"] for s in agent.tools_schema()}
+    assert {"web_scan", "web_execute_js", "code_run"} <= names and agent.unavailable == {}
+    events = list(agent.run_task("browse"))
+    scanned, ran, executed = [e["data"] for e in events if e["type"] == "tool_result"]
+    assert scanned["status"] == "error" and "apt-get install chromium" in scanned["msg"]
+    assert str(missing.executable) in scanned["msg"]
+    assert executed["status"] == "failed" and "apt-get install chromium" in executed["error"]
+    assert "CODE-RAN" in json.dumps(ran)  # the other tools keep working
+    assert events[-1]["result"] == "CURRENT_TASK_DONE"
+    told = [r for r in caplog.records if "apt-get install chromium" in r.getMessage()]
+    assert len(told) == 1 and told[0].levelname == "WARNING"  # the user hears it once
 
 
 def test_a_browser_that_cannot_start_answers_with_a_hint_and_the_task_goes_on(home, tmp_path,

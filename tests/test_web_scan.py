@@ -6,6 +6,7 @@ import json
 import re
 
 from web_site import (
+    INLINE_LINKS,
     LONG_TITLE,
     PARAGRAPHS,
     SECRET_PASSWORD,
@@ -50,6 +51,40 @@ def test_long_article_keeps_every_paragraph_or_marks_the_cut(web_browser, web_si
     marker = re.search(r"\[TRUNCATED at y=(\d+) of (\d+) px\]", small)
     assert marker and int(marker.group(1)) < int(marker.group(2))
     assert "END-OF-ARTICLE" not in small
+
+
+def test_one_long_line_of_json_is_cut_at_the_budget_not_dropped(web_browser, web_site):
+    goto(web_browser, web_site("/data.json"))
+    _, text = scan(web_browser, budget=6000)
+    lines = text.splitlines()
+    assert lines[1].startswith('{"rows":[{"id":0,"name":"row-0"') and len(lines) == 3, lines
+    assert len(text) <= 6000 + len(lines[0]) + len(lines[2]) + 2
+    assert lines[2].startswith("[TRUNCATED at y=") and "JSON-END" not in text
+
+
+def test_one_huge_paragraph_is_cut_at_the_budget_not_dropped(web_browser, web_site):
+    goto(web_browser, web_site("/long-paragraph.html"))
+    _, text = scan(web_browser, budget=6000)
+    heading, paragraph, cut = text.splitlines()[1:]
+    assert heading == "# One paragraph" and cut.startswith("[TRUNCATED at y=")
+    assert paragraph.startswith("PARAGRAPH-START word0 word1") and "PARAGRAPH-END" not in text
+    assert 5000 < len(heading) + len(paragraph) <= 6000
+
+
+def test_a_run_of_inline_links_shows_the_links_that_fit_and_counts_those(web_browser,
+                                                                        web_site):
+    goto(web_browser, web_site("/inline-links.html"))
+    _, text = scan(web_browser, budget=6000)
+    first, links, cut = text.splitlines()
+    shown = re.findall(r'\[(\d+)\]link "Link (\d+)" -> /l(\d+)', links)
+    assert 50 < len(shown) < INLINE_LINKS and cut.startswith("[TRUNCATED at y=")
+    assert [int(n) for n, _, _ in shown] == list(range(1, len(shown) + 1))  # no marker cut
+    assert first.endswith(f"| {len(shown)} interactive")  # only those shown are counted
+    last = len(shown)
+    r = web_execute_js(web_browser, f"ga({last}).textContent", no_monitor=True)
+    assert r["js_return"] == f"Link {last - 1}"
+    r = web_execute_js(web_browser, f"ga({last + 1})", no_monitor=True)
+    assert r["status"] == "failed" and f"no element [{last + 1}]" in r["error"]
 
 
 def test_text_far_below_is_reachable_by_scrolling_and_viewport_mode(web_browser, web_site):

@@ -34,6 +34,10 @@ COLOUR = (200, 30, 40)  # the background of /colour.html, seen in its screenshot
 LONG_TITLE = 200_000  # chars of /long-title.html's title
 EXIT_WAIT = 10.0  # seconds a process is given to end
 BUSY_MS = 4000  # how long /busy.html's spin() keeps its page's thread busy
+JSON_CHARS = 80_000  # /data.json: one line of JSON this long
+LONG_WORDS = 8_000  # /long-paragraph.html: one <p> of this many words
+INLINE_LINKS = 3_000  # /inline-links.html: one <div> of this many links
+HUGE_NODES = 1_000_000  # /huge.html: a document of this many elements
 
 
 def _page(title: str, body: str) -> str:
@@ -54,6 +58,37 @@ def _div_prose() -> str:
     cards = "".join(f'<div class="card"><a href="/p{i}">Product {i}</a> $9</div>'
                     for i in range(1, 61))
     return _page("Div prose", f"<article>{paras}</article><section>{cards}</section>")
+
+
+def _json() -> str:
+    """One line of JSON, as an API answers, ending in a marker."""
+    rows, size = [], 0
+    while size < JSON_CHARS:
+        rows.append({"id": len(rows), "name": f"row-{len(rows)}", "tags": ["alpha", "beta"]})
+        size += 60
+    return json.dumps({"rows": rows, "end": "JSON-END"}, separators=(",", ":"))
+
+
+def _long_paragraph() -> str:
+    words = " ".join(f"word{i}" for i in range(LONG_WORDS))
+    return _page("Long paragraph", f"<h1>One paragraph</h1><p>PARAGRAPH-START {words} "
+                 "PARAGRAPH-END</p>")
+
+
+def _inline_links() -> str:
+    links = " · ".join(f'<a href="/l{i}">Link {i}</a>' for i in range(INLINE_LINKS))
+    return _page("Inline links", f"<div>{links}</div>")
+
+
+BUSY_PAGES = {  # pages busy from their first script, and one too big to read quickly
+    "/spin.html": _page("Spin", "<p>SPIN-BEFORE</p><script>while (true) {}</script>"
+                        "<p>SPIN-AFTER</p>"),
+    "/spin-inner.html": _page("Spin inner", "<script>while (true) {}</script>"),
+    "/spin-frame.html": _page("Spin frame", "<p>FRAME-OUTER</p>"
+                              "<iframe src='/spin-inner.html'></iframe><p>FRAME-AFTER</p>"),
+    "/alert-loop.html": _page("Alert loop", "<script>while (true) { alert('x') }</script>"),
+    "/huge.html": _page("Huge", "<div>x</div>" * HUGE_NODES),
+}
 
 
 FORM = f"""
@@ -178,6 +213,8 @@ PAGES = {
     "/long-title.html": _page("T" * LONG_TITLE + "-END", "<p>LONG-TITLE-BODY</p>"),
     "/dialog-popup.html": _page("Dialog popup", "<script>alert('popup says hi');"
                                 "confirm('popup asks')</script><p>POPUP-DIALOG-BODY</p>"),
+    "/long-paragraph.html": _long_paragraph(),
+    "/inline-links.html": _inline_links(),
 }
 
 
@@ -196,6 +233,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif url.path == "/slow-data":
             time.sleep(LATE_DELAY)
             self._send(json.dumps({"text": "LATE-CONTENT-ARRIVED"}), "application/json")
+        elif url.path == "/data.json":
+            self._send(_json(), "application/json")
+        elif url.path in BUSY_PAGES:
+            self._send(BUSY_PAGES[url.path])
         elif url.path == "/items.html":
             self._send(items_page(int(parse_qs(url.query).get("n", ["3000"])[0])))
         elif url.path in PAGES:
@@ -210,7 +251,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the browser left (a tab closed, a browser ended): no one to answer
 
     def log_message(self, *args) -> None:
         return None

@@ -1,7 +1,8 @@
 """The browser as its own room: a real Chromium (or the user's Chrome) over the DevTools
 Protocol. ``cdp`` speaks the protocol, ``launch`` decides how a browser is found, started
-and cleaned up, ``browser`` holds the session and its tabs, ``extract.js`` turns a page
-into text, ``scan`` and ``execute`` are the bodies of ``web_scan`` and ``web_execute_js``.
+and cleaned up, ``browser`` holds the session and its tabs, ``tab`` one page, ``limits``
+the deadline and abort of the web call running, ``extract.js`` turns a page into text,
+``scan`` and ``execute`` are the bodies of ``web_scan`` and ``web_execute_js``.
 
 Importing this package starts nothing and needs no websocket client; the browser starts
 at the first web call.

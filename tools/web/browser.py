@@ -3,7 +3,9 @@ with the agent; tabs with short ids ("1", "2", … in first-seen order); per tab
 session that tracks navigation, requests and dialogs (accepted at once, never blocking).
 Every page target is attached before it runs (auto-attach), so a dialog in any tab, a
 popup's included, is accepted too: one open dialog would block its whole renderer.
-A tab whose renderer crashed is reloaded (or replaced) before it is used again.
+A tab whose renderer crashed is reloaded (or replaced) before it is used again; a tab whose
+page stopped answering (``Tab.busy``) and still does not is replaced by a blank one.
+A web call runs inside ``limits.running``: its waits end at its deadline or on its abort.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from llmcore.secrets import EnvPolicy
 
 from .cdp import CDPError, Connection, ConnectionLost, Session
 from .launch import DEFAULT_CDP_URL, BrowserConfig, BrowserUnavailable, attach_url, launch
-from .tab import QUICK_TIMEOUT, Tab, WebError
+from .limits import CallLimits
+from .tab import QUICK_TIMEOUT, Tab, TabBusy, WebError
 
 log = logging.getLogger("ga.web")
 
@@ -25,6 +28,8 @@ HIDDEN_URLS = ("devtools://", "chrome-extension://")
 TITLE_CHARS = 100  # of a tab's title in tab lists
 CRASH_NOTE = ("the page in tab {tab} had crashed ({status}); it was loaded again ({how}): "
               "what earlier scripts did to it is gone")
+REPLACED_NOTE = ("the page in tab {old} ({url}) did not answer, so a blank tab {new} was opened "
+                 "in its place and is active ({closed}): load the page again to go on")
 
 
 def clip_title(title: str) -> str:
@@ -62,6 +67,7 @@ class Browser:
         self._state = threading.Condition()  # guards the registries; notified on changes
         self._last_error = ""
         self.notice = ""  # told to the model once by the next tool result
+        self.limits = CallLimits()  # of the web call running: every wait on a page keeps to it
 
     # ---- lifecycle -------------------------------------------------------------------------
     def ensure(self) -> None:
@@ -228,6 +234,12 @@ class Browser:
             title = ""
         return {"id": self.short[info["targetId"]], "url": url, "title": clip_title(title)}
 
+    def title_of(self, target: str) -> str:
+        """A page's title as the browser last heard it (the page is not asked)."""
+        with self._state:
+            info = self.targets.get(target)
+        return self._entry(info)["title"] if info else ""
+
     def new_tabs(self, since: int) -> list[dict]:
         """Page targets created after ``len(self.created)`` was ``since`` and still open."""
         with self._state:
@@ -256,12 +268,35 @@ class Browser:
             return self._usable(self._attached(self.active))
 
     def _usable(self, tab: Tab) -> Tab:
-        """``tab``, loaded again first if its renderer crashed (the model is told)."""
+        """``tab``, loaded again first if its renderer crashed, replaced if its page stopped
+        answering (the model was told so; the page may answer now and then, which is no
+        sign that it will answer the next call)."""
         status = self.crashed.get(tab.target_id) or tab.crashed
         if status:
             tab, how = self.recover(tab)
             self.notice = CRASH_NOTE.format(tab=tab.id, status=status, how=how)
+        elif tab.busy:
+            tab = self.replace(tab)
         return tab
+
+    def replace(self, tab: Tab) -> Tab:
+        """Open a blank tab in place of ``tab``, whose page does not answer; a launched
+        browser's is closed (an attached one's is left to the user)."""
+        url = tab.target_url() or tab.url
+        fresh = self._open_instead(tab.target_id, "about:blank", close=not self.cfg.attach)
+        closed = "the old one was left open" if self.cfg.attach else "the old one was closed"
+        log.info("tab %s (%s): %s; replaced by tab %s", tab.id, url, tab.busy, fresh.id)
+        self.notice = REPLACED_NOTE.format(old=tab.id, url=url, new=fresh.id, closed=closed)
+        return fresh
+
+    def _open_instead(self, target: str, url: str, close: bool = True) -> Tab:
+        """A new tab at ``url``, active, in place of the page target ``target`` (closed)."""
+        fresh = self.conn.call("Target.createTarget", {"url": url})["targetId"]
+        self._seen({"type": "page", "targetId": fresh, "url": url}, created=False)
+        if close:
+            self.conn.send("Target.closeTarget", {"targetId": target})
+        self.active = fresh
+        return self._attached(fresh)
 
     def recover(self, tab: Tab) -> tuple[Tab, str]:
         """Reload a crashed tab; when that fails, open its page in a new tab instead.
@@ -273,11 +308,7 @@ class Browser:
         except (CDPError, WebError) as e:
             log.info("reloading crashed tab %s failed (%s): opening a new one", tab.id, e)
         url = tab.url or tab.target_url() or "about:blank"
-        target = self.conn.call("Target.createTarget", {"url": url})["targetId"]
-        self._seen({"type": "page", "targetId": target, "url": url}, created=False)
-        self.conn.send("Target.closeTarget", {"targetId": tab.target_id})
-        self.active = target
-        fresh = self._attached(target)
+        fresh = self._open_instead(tab.target_id, url)
         return fresh, f"in a new tab {fresh.id}"
 
     def crash_report(self, tab: Tab, error: WebError) -> str:
@@ -325,6 +356,16 @@ class Browser:
                                         {"targetId": target, "flatten": True})["sessionId"]
         return Session(self.conn, session_id)
 
+    @staticmethod
+    def _set_up(tab: Tab) -> None:
+        """Set the tab up; once more when its page was busy and its script was ended."""
+        try:
+            tab.setup()
+        except TabBusy:
+            if tab.busy:
+                raise
+            tab.setup()
+
     def _attached(self, target: str) -> Tab:
         """Our tab of the page target, set up on first use (again when that failed)."""
         tab = self.tabs.get(target)
@@ -338,7 +379,10 @@ class Browser:
                 tab.reload()
                 self.crashed.pop(target, None)
                 self.notice = CRASH_NOTE.format(tab=tab.id, status=status, how="reloaded")
-            tab.setup()
+            self._set_up(tab)
+        except TabBusy:  # a page busy from before we came that stays so: a blank tab instead
+            self.sessions.pop(tab.session.id, None)
+            return self.replace(tab)
         except (CDPError, WebError):
             self.sessions.pop(tab.session.id, None)
             raise

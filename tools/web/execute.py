@@ -2,9 +2,10 @@
 
 The script runs with top-level ``await`` (``Runtime.evaluate`` in REPL mode) and ``ga(N)``
 (``bridge.js``) bound to the elements of the last scan; the value of its last statement (or
-of a ``return``) comes back as plain data (``serialize.js``). Around it: what changed in the
-DOM, a navigation it caused, tabs it opened and dialogs it raised (accepted at once), a tab
-it closed, a crash of the page.
+of a ``return``) comes back as plain data (``serialize.js``), a promise or thenable awaited
+first. Around it: what changed in the DOM, a navigation it caused, tabs it opened and
+dialogs it raised (accepted at once), a tab it closed, a crash of the page. The whole call
+keeps to its timeout and ends at once on an abort (``limits``).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from .browser import Browser, clip_title, error_text
 from .cdp import CDPError, ConnectionLost
 from .launch import BrowserUnavailable
 from .tab import (
-    QUICK_TIMEOUT,
+    Aborted,
     JSError,
     ScriptTimeout,
     Tab,
+    TabBusy,
     TabClosed,
     TabCrashed,
     WebError,
@@ -49,11 +51,15 @@ PREVIEW_CHARS = 200  # of a value saved to a file
 SHOWN_LIMITS = {"items": 500, "keys": 200, "depth": 5, "html": 2_000, "chars": 1_000_000}
 SAVED_LIMITS = {"items": 10_000_000, "keys": 1_000_000, "depth": 50, "html": 10_000_000,
                 "chars": 50_000_000}
+STEP_MIN = 0.5  # seconds a step after the script (awaiting its value) gets at least
 CLOSE_WAIT = 1.0  # seconds for the browser to confirm that a failing tab is closing
 FIELD_SHARE = 8  # a field of the result beside js_return starts at budget / 8 chars …
 FIELD_MIN = 100  # … halved while the fields take more than half the budget, down to this
 LIST_SHOWN = 5  # a list in the result (dialogs, new tabs) shows its first items and a count
 OBJECT_GROUP = "ga-exec"
+# the last value settled: a thenable awaited (the language's own await, which a page cannot
+# replace), anything else as it is
+SETTLE_JS = "async function () { return this; }"
 BRIDGE_JS, SERIALIZE_JS = "bridge.js", "serialize.js"
 ERROR_PAGE = "chrome-error://"
 LOAD_FAILED = "the page did not load; web_scan shows the browser's error page"
@@ -103,11 +109,12 @@ def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = No
     result: dict[str, Any] = {"status": "success", "js_return": None}
     tab = None
     try:
-        tab = browser.tab(switch_tab_id)
-        result["tab_id"] = tab.id
-        add_note(result, browser.take_notice())
-        limits = SHOWN_LIMITS if save_to is None else SAVED_LIMITS
-        run(browser, tab, script, not no_monitor, timeout, abort, result, limits)
+        with browser.limits.running(abort, timeout):
+            tab = browser.tab(switch_tab_id)
+            result["tab_id"] = tab.id
+            add_note(result, browser.take_notice())
+            limits = SHOWN_LIMITS if save_to is None else SAVED_LIMITS
+            run(browser, tab, script, not no_monitor, timeout, result, limits)
     except (ScriptTimeout, JSError) as e:
         result.update(status="failed", error=str(e))
     except TabCrashed as e:
@@ -122,13 +129,13 @@ def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = No
 
 
 def run(browser: Browser, tab: Tab, script: str, monitor: bool, timeout: float,
-        abort: threading.Event | None, result: dict, limits: dict) -> None:
+        result: dict, limits: dict) -> None:
     tab.ensure_page_js()
     marks = Marks.of(tab, browser)
     if monitor:
         tab.page_value("window.__ga.watch()")
     try:
-        result["js_return"] = evaluate(tab, script, timeout, abort, limits)
+        result["js_return"] = evaluate(tab, script, timeout, limits)
         if monitor and not started_navigation(tab, marks):
             changes = watch_changes(tab, marks)
             if changes:
@@ -156,7 +163,8 @@ def closing(tab: Tab) -> bool:
 def report_effects(browser: Browser, tab: Tab, marks: Marks, result: dict) -> None:
     """The navigation, new tabs and dialogs the script caused."""
     if started_navigation(tab, marks) or tab.navigations > marks.navigations:
-        result["navigated"] = navigation(tab, marks)
+        result["navigated"] = moved = {"from": marks.url}
+        follow_navigation(browser, tab, marks, moved)
     new_tabs = browser.new_tabs(marks.created)
     if any(not t["url"] for t in new_tabs):  # a popup's URL arrives just after it opens
         browser.wait_targets(lambda: all(t["url"] for t in browser.new_tabs(marks.created)),
@@ -173,23 +181,39 @@ def add_note(result: dict, note: str) -> None:
         result["note"] = f"{result['note']}; {note}" if result.get("note") else note
 
 
-def evaluate(tab: Tab, script: str, timeout: float, abort: threading.Event | None,
-             limits: dict) -> Any:
-    """Run the script; JSError if it throws. A top-level ``return`` makes it a function."""
+def evaluate(tab: Tab, script: str, timeout: float, limits: dict) -> Any:
+    """Run the script; JSError if it throws (or the promise it leaves rejects). A top-level
+    ``return`` makes it a function."""
     options = {"returnByValue": False, "objectGroup": OBJECT_GROUP, "userGesture": True}
     bridge = page_js(BRIDGE_JS)
-    reply = tab.evaluate(f"{{ {bridge}\n{script}\n}}", timeout, abort, replMode=True, **options)
+    end = time.monotonic() + timeout
+    reply = tab.evaluate(f"{{ {bridge}\n{script}\n}}", timeout, script=True, replMode=True,
+                         **options)
     details = reply.get("exceptionDetails")
     if details and "Illegal return statement" in exception_text(details):
         body = f"(async () => {{ {bridge}\n{script}\n}})()"
-        reply = tab.evaluate(body, timeout, abort, **options)
+        reply = tab.evaluate(body, max(end - time.monotonic(), STEP_MIN), script=True, **options)
         details = reply.get("exceptionDetails")
     if details:
         raise JSError(exception_text(details))
     try:
-        return value_of(tab, reply.get("result", {}), limits)
+        value = settled(tab, reply.get("result", {}), max(end - time.monotonic(), STEP_MIN))
+        return value_of(tab, value, limits)
     finally:
         tab.session.send("Runtime.releaseObjectGroup", {"objectGroup": OBJECT_GROUP})
+
+
+def settled(tab: Tab, obj: dict, timeout: float) -> dict:
+    """The last value with a promise or thenable awaited (within the script's time left);
+    JSError when it rejects."""
+    if "objectId" not in obj or obj.get("type") not in ("object", "function"):
+        return obj
+    reply = tab.request("Runtime.callFunctionOn", {
+        "objectId": obj["objectId"], "functionDeclaration": SETTLE_JS, "awaitPromise": True,
+        "objectGroup": OBJECT_GROUP}, timeout, script=True)
+    if "exceptionDetails" in reply:
+        raise JSError(exception_text(reply["exceptionDetails"]))
+    return reply.get("result", {})
 
 
 def value_of(tab: Tab, obj: dict, limits: dict) -> Any:
@@ -199,7 +223,7 @@ def value_of(tab: Tab, obj: dict, limits: dict) -> Any:
         if "unserializableValue" in obj:
             return obj["unserializableValue"]
         return obj.get("value")
-    reply = tab.session.call("Runtime.callFunctionOn", {
+    reply = tab.request("Runtime.callFunctionOn", {
         "objectId": obj["objectId"], "functionDeclaration": page_js(SERIALIZE_JS),
         "arguments": [{"value": limits}], "returnByValue": True})
     if "exceptionDetails" in reply:
@@ -225,25 +249,36 @@ def watch_changes(tab: Tab, marks: Marks) -> dict | None:
         raise
 
 
-def navigation(tab: Tab, marks: Marks) -> dict:
-    """Wait (≤ NAV_WAIT) for a navigation the script started; report where it went."""
-    report: dict[str, Any] = {"from": marks.url}
+def follow_navigation(browser: Browser, tab: Tab, marks: Marks, moved: dict) -> None:
+    """Wait (≤ NAV_WAIT, within the call's time) for a navigation the script started; fill
+    ``moved`` with where it went and the page's title. A page that does not answer leaves
+    the title the browser heard and fails the call (TabBusy); so does an abort."""
+    wait = min(NAV_WAIT, browser.limits.time_left())
     if started_navigation(tab, marks):
-        started = tab.wait(lambda: tab.starts > marks.starts, NAV_START_WAIT)
-        if started and not tab.wait(lambda: tab.loads > marks.loads, NAV_WAIT):
-            report["note"] = f"still loading after {NAV_WAIT:g} s"
+        started = tab.wait(lambda: tab.starts > marks.starts, min(NAV_START_WAIT, wait))
+        if started and not tab.wait(lambda: tab.loads > marks.loads, wait):
+            moved["note"] = f"still loading after {wait:.0f} s"
         elif not started or tab.navigations == marks.navigations:
-            report["note"] = NOT_NAVIGATED
-            return report
-    report["to"] = tab.url
+            moved["note"] = NOT_NAVIGATED
+            return
+    moved["to"] = tab.url
     if tab.url.startswith(ERROR_PAGE):
-        report["to"] = tab.target_url()
-        report["note"] = LOAD_FAILED
+        moved["to"] = tab.target_url()
+        moved["note"] = LOAD_FAILED
+    title = ""
     try:
-        report["title"] = clip_title(tab.page_value("document.title", timeout=QUICK_TIMEOUT))
-    except (CDPError, WebError) as e:
-        report["title"] = f"({e})"
-    return report
+        title = clip_title(tab.page_value("document.title"))
+    except (TabBusy, Aborted):  # the call fails: the browser's word for the title meanwhile
+        add_title(moved, browser.title_of(tab.target_id))
+        raise
+    except (CDPError, WebError):  # the page went on elsewhere: the browser's word for it
+        title = browser.title_of(tab.target_id)
+    add_title(moved, title)
+
+
+def add_title(moved: dict, title: str) -> None:
+    if title:
+        moved["title"] = title
 
 
 def save(result: dict, path: Path) -> None:

@@ -157,6 +157,9 @@
   }
 
   // ---- output ---------------------------------------------------------------------------
+  // Lines of text within a budget of chars. Past it, STOP is thrown; end() then keeps what
+  // fits of the line being written, so a text longer than the budget (one huge paragraph,
+  // a page that is one line of JSON, a run of inline links) is cut there, never dropped.
   class Writer {
     constructor(budget) {
       this.lines = []; this.cur = ''; this.prefix = ''; this.chars = 0; this.budget = budget;
@@ -164,6 +167,10 @@
     }
     add(s) { this.cur += s; if (this.chars + this.cur.length > this.budget) throw STOP; }
     text(s) { this.add(s.replace(/\s+/g, ' ')); }
+    whole(s) {  // all of s or none of it (an element's marker)
+      if (this.chars + this.cur.length + s.length > this.budget) throw STOP;
+      this.cur += s;
+    }
     block() {
       if (this.inline) { this.cur += ' '; return; }
       const line = this.cur.replace(/ {2,}/g, ' ').trim();
@@ -176,6 +183,12 @@
     }
     line(s) { this.block(); this.add(s); this.block(); }
     start(prefix) { this.block(); this.prefix = prefix; }
+    end() {  // the line being written, cut at the budget
+      const room = this.budget - this.chars - this.prefix.length;
+      const line = this.cur.replace(/\s+/g, ' ').trim().slice(0, Math.max(room, 0)).trimEnd();
+      this.cur = '';
+      if (line) this.lines.push(this.prefix + line);
+    }
   }
 
   // ---- interactive elements -------------------------------------------------------------
@@ -204,7 +217,12 @@
     return null;
   }
 
-  function register(el) { ga.nodes.push(el); return '[' + (ga.nodes.length - 1) + ']'; }
+  // writes an element's marker (made by marker('[N]')) whole and registers the element as
+  // [N], or neither when it does not fit the budget
+  function register(el, w, marker) {
+    w.whole((' ' + marker('[' + ga.nodes.length + ']') + ' ').replace(/\s+/g, ' '));
+    ga.nodes.push(el);
+  }
 
   function disabled(el) {
     return (el.matches(':disabled') || el.getAttribute('aria-disabled') === 'true')
@@ -272,18 +290,17 @@
   // Writes the marker; returns true when the element's children still need a walk.
   function interactive(el, kind, w, ctx) {
     if (ctx.textOnly) return plain(el, kind, w);
-    const id = register(el);
     if (kind === 'link' || kind === 'button' || kind === 'clickable') {
       let text = textOf(el, ctx);
       if (!text && el.localName === 'input') text = squeeze(el.value);
       if (!text) text = squeeze(el.getAttribute('aria-label') || el.getAttribute('title') || '');
       const long = text.length > LINK_TEXT_CHARS;
-      let marker = id + kind + (long || !text ? '' : ' ' + quote(text));
+      let marker = kind + (long || !text ? '' : ' ' + quote(text));
       if (kind === 'link') marker += ' -> ' + cut(el.getAttribute('href'), HREF_CHARS);
-      w.text(' ' + marker + disabled(el) + ' ');
+      register(el, w, (id) => id + marker + disabled(el));
       return long;
     }
-    w.text(' ' + id + fieldText(el, kind) + disabled(el) + ' ');
+    register(el, w, (id) => id + fieldText(el, kind) + disabled(el));
     return false;
   }
 
@@ -467,6 +484,7 @@
       w.block();
     } catch (e) {
       if (e !== STOP) throw e;
+      w.end();
       truncated = Math.round(ctx.y);
       w.lines.push('[TRUNCATED at y=' + truncated + ' of ' + height + ' px]');
     }

@@ -122,8 +122,10 @@ class BrowserConfig:
         raise BrowserUnavailable(f"no Chrome or Chromium found: {INSTALL_HINT}")
 
     def unavailable_reason(self) -> str | None:
-        """Why the web tools cannot be offered, or None when a browser is configured/found."""
-        if self.attach:
+        """Why the web tools cannot be offered, or None when a browser is configured or
+        found. A ``browser.executable`` that cannot start keeps them offered: each call
+        answers with an install hint (SPEC §9)."""
+        if self.attach or self.executable:
             return None
         try:
             self.find_executable()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 
 from llmcore.images import Picture, load_image
@@ -15,7 +16,7 @@ from .cdp import CDPError
 from .launch import BrowserUnavailable
 from .tab import Tab, TabCrashed, WebError
 
-SCAN_TIMEOUT = 20.0  # seconds the extractor may run before it is terminated
+SCAN_TIMEOUT = 20.0  # seconds a scan may wait on the page (its extractor included)
 LOAD_WAIT = 5.0  # seconds a scan waits for a loading page
 SETTLE_MAX = 3.0  # seconds a scan waits for requests and DOM changes to calm down
 QUIET = 0.15  # seconds without requests / DOM changes that count as settled
@@ -28,23 +29,27 @@ SHOT_NAME = "screenshot.png"
 
 
 def web_scan(browser: Browser, tabs_only: bool = False, switch_tab_id: str | None = None,
-             text_only: bool = False, viewport: bool = False, budget: int = 35_000
-             ) -> str | dict:
+             text_only: bool = False, viewport: bool = False, budget: int = 35_000,
+             abort: threading.Event | None = None) -> str | dict:
     """A JSON envelope (status, tabs) and, unless ``tabs_only``, the page as a text block;
     on error the envelope as a dict."""
-    return scan_page(browser, tabs_only, switch_tab_id, text_only, viewport, budget)[0]
+    return scan_page(browser, tabs_only, switch_tab_id, text_only, viewport, budget,
+                     abort=abort)[0]
 
 
 def scan_page(browser: Browser, tabs_only: bool = False, switch_tab_id: str | None = None,
               text_only: bool = False, viewport: bool = False, budget: int = 35_000,
-              screenshot: bool = False) -> tuple[str | dict, Picture | None]:
+              screenshot: bool = False, abort: threading.Event | None = None
+              ) -> tuple[str | dict, Picture | None]:
     """``web_scan``'s text (a dict on error) and, with ``screenshot``, the tab's viewport as
-    a send-ready picture (None when not asked for or when the scan failed)."""
+    a send-ready picture (None when not asked for or when the scan failed). Its waits end
+    within ``SCAN_TIMEOUT`` and at once when ``abort`` is set."""
     tab = None
     try:
-        tab = browser.tab(switch_tab_id)
-        page = None if tabs_only else read_page(tab, budget, text_only, viewport)
-        shot = capture(tab) if screenshot else None
+        with browser.limits.running(abort, SCAN_TIMEOUT):
+            tab = browser.tab(switch_tab_id)
+            page = None if tabs_only else read_page(tab, budget, text_only, viewport)
+            shot = capture(tab) if screenshot else None
     except TabCrashed as e:
         error = browser.crash_report(tab, e) if tab is not None else str(e)
         return error_envelope(browser, error), None
@@ -57,7 +62,7 @@ def scan_page(browser: Browser, tabs_only: bool = False, switch_tab_id: str | No
 
 def capture(tab: Tab) -> Picture:
     """A PNG of what the tab's viewport shows, downscaled and size-capped for a model."""
-    reply = tab.session.call("Page.captureScreenshot", {"format": "png"}, timeout=SHOT_TIMEOUT)
+    reply = tab.request("Page.captureScreenshot", {"format": "png"}, SHOT_TIMEOUT)
     return load_image(base64.b64decode(reply["data"]), name=SHOT_NAME)
 
 
@@ -66,7 +71,7 @@ def read_page(tab: Tab, budget: int, text_only: bool = False, viewport: bool = F
     settle(tab)
     opts = {"budget": budget, "textOnly": text_only, "viewport": viewport,
             "similarMin": SIMILAR_MIN, "similarShow": SIMILAR_SHOW}
-    return tab.page_value(f"window.__ga.scan({json.dumps(opts)})", timeout=SCAN_TIMEOUT)
+    return tab.page_value(f"window.__ga.scan({json.dumps(opts)})")
 
 
 def settle(tab: Tab) -> None:

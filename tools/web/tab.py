@@ -2,6 +2,12 @@
 dialogs, accepted at once so a page never blocks; a crash of its renderer), and running
 code in it with a timeout that terminates a runaway script.
 
+Everything the page's renderer must answer goes through ``Tab.request``: bounded by the
+web call's time (``Browser.limits``), ended at once by its abort, and on a timeout the
+page's running script is terminated — a page busy from its first script (a loop, an alert
+loop) is freed that way. A page that still does not answer (a huge document being laid
+out) is marked ``busy``: the next web call replaces the tab (``Browser``).
+
 Our own page-side code (``extract.js``) runs in an isolated world (``WORLD``): it shares
 the page's DOM but not its JavaScript globals, so a page cannot see it or break it by
 replacing builtins. Only the model's scripts run in the page's main world.
@@ -27,14 +33,21 @@ EXTRACT_JS = "extract.js"  # our page-side code, in the isolated world
 TRACKED_REQUESTS = frozenset({"Document", "Script", "Stylesheet", "XHR", "Fetch"})
 REQUEST_STALE = 2.0  # seconds after which a request (long poll, stream) no longer holds a scan
 TERMINATE_WAIT = 2.0  # seconds to wait for a terminated script's answer
-TICK = 0.1  # seconds between abort checks while a script runs
+TICK = 0.1  # seconds between abort checks while waiting on the page
 DIALOG_TEXT_CHARS = 300
-PAGE_TIMEOUT = 20.0  # seconds our own page-side helpers may take
 QUICK_TIMEOUT = 2.0  # seconds for a small read (a title, a state) before giving up on it
 TERMINATE_POLL = 0.01  # seconds between looks at a terminated script and the probe after it
 STALE_WORLD = ("Cannot find context", "No frame")  # a world or frame id of an older document
 WORLD = "ga"  # the isolated world of extract.js
 RELOAD_WAIT = 10.0  # seconds a crashed tab's reload is waited for
+STALLS_BUSY = 2  # a document whose own script had to be terminated this often counts as busy
+PAGE_STOPPED = ("the page in tab {tab} did not answer in {s} s (busy running a script): the "
+                "script was terminated, so the page may be incomplete; the tab is usable")
+BUSY_PAGE = ("the page in tab {tab} did not answer in {s} s, nor after its script was "
+             "terminated (a script that keeps running, or a very large page)")
+BUSY_SCRIPT = ("the script ran past its {s} s timeout and was terminated, but the page in tab "
+               "{tab} still does not answer (a script that keeps running, or a very large page)")
+REPLACE_NEXT = "; the next web call opens a new tab in its place"
 
 
 class WebError(Exception):
@@ -45,6 +58,14 @@ class WebError(Exception):
 
 class ScriptTimeout(WebError):
     pass
+
+
+class Aborted(WebError):
+    """The web call was aborted (Ctrl-C, a signal, the task stopped)."""
+
+
+class TabBusy(WebError):
+    """The page did not answer in time (its own script, or a huge document, kept it busy)."""
 
 
 class JSError(WebError):
@@ -73,6 +94,7 @@ class Tab:
         self.nav_requests = 0  # main-frame navigations asked for (the page's own at once)
         self.starts = 0  # main-frame loads started
         self.loads = 0  # main-frame loads finished
+        self.loading = False  # the main frame's document is loading now
         self.dialogs: list[dict] = []
         self.requests: dict[str, float] = {}
         self.last_request = 0.0
@@ -81,13 +103,15 @@ class Tab:
         self.crashed = ""  # the renderer's exit status once it crashed, until a reload
         self.documents = 0  # main-frame documents committed: our world is per document
         self._world: tuple[int, int] | None = None  # (documents, execution context id)
+        self.busy = ""  # why the page stopped answering: the next web call replaces the tab
+        self.stalls = 0  # times the current document's own script had to be terminated
 
     def setup(self) -> None:
-        tree = self.session.call("Page.getFrameTree")["frameTree"]["frame"]
+        tree = self.request("Page.getFrameTree")["frameTree"]["frame"]
         self.main_frame, self.url = tree["id"], tree.get("url", "")
-        self.session.call("Page.enable")
-        self.session.call("Network.enable")
-        self.script_id = self.session.call("Page.addScriptToEvaluateOnNewDocument", {
+        self.request("Page.enable")
+        self.request("Network.enable")
+        self.script_id = self.request("Page.addScriptToEvaluateOnNewDocument", {
             "source": page_js(EXTRACT_JS), "worldName": WORLD})["identifier"]
 
     def leave(self) -> None:
@@ -131,6 +155,7 @@ class Tab:
             self.main_frame, self.url = p["frame"]["id"], p["frame"].get("url", "")
             self.navigations += 1
             self.documents += 1
+            self.stalls = 0
         elif method == "Page.navigatedWithinDocument" and main:
             self.url = p.get("url", self.url)
             self.navigations += 1
@@ -140,9 +165,11 @@ class Tab:
         elif method == "Page.frameStartedLoading" and main:
             self.nav_requests += 1
             self.starts += 1
+            self.loading = True
         elif method in ("Page.loadEventFired", "Page.frameStoppedLoading") and (
                 main or method == "Page.loadEventFired"):
             self.loads += 1
+            self.loading = False
 
     def mark_closed(self) -> None:
         with self.cond:
@@ -155,10 +182,17 @@ class Tab:
             self.cond.notify_all()
 
     def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        """Wait (on events, not a poll) until ``predicate()`` or the tab closes or crashes."""
+        """Wait (on events) until ``predicate()`` or the tab closes or crashes; False on
+        timeout. Aborted when the web call is aborted."""
+        end = time.monotonic() + timeout
         with self.cond:
-            return self.cond.wait_for(lambda: self.closed or self.crashed or predicate(),
-                                      timeout)
+            while not (self.closed or self.crashed or predicate()):
+                self.browser.limits.check()
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, TICK))
+        return True
 
     def reload(self) -> None:
         """Load the page again (after a crash of its renderer) and wait for it (bounded)."""
@@ -174,18 +208,19 @@ class Tab:
         deadline = time.monotonic() + timeout
         with self.cond:
             while not (self.closed or self.crashed):
+                self.browser.limits.check()
                 now = time.monotonic()
                 busy = [t for t in self.requests.values() if now - t < REQUEST_STALE]
                 left = deadline - now
                 if left <= 0:
                     return
                 if busy:
-                    self.cond.wait(min(left, REQUEST_STALE))
+                    self.cond.wait(min(left, TICK))
                     continue
                 rest = quiet - (now - self.last_request)
                 if rest <= 0:
                     return
-                self.cond.wait(min(rest, left))
+                self.cond.wait(min(rest, left, TICK))
 
     def dom_quiet(self, quiet: float, limit: float, since: float | None = None,
                   after_load: float = 0.0, stop: Callable[[], bool] = lambda: False) -> None:
@@ -205,22 +240,51 @@ class Tab:
             self.wait(stop, min(rest, left))
 
     # ---- running code in the page ----------------------------------------------------------
-    def evaluate(self, expression: str, timeout: float, abort: threading.Event | None = None,
-                 **options: Any) -> dict:
-        """``Runtime.evaluate``; a script past ``timeout`` (or aborted) is terminated."""
-        params = {"expression": expression, "awaitPromise": True, "returnByValue": True,
-                  **options}
-        pending = self.session.send("Runtime.evaluate", params)
-        deadline = time.monotonic() + timeout
+    def request(self, method: str, params: dict | None = None, timeout: float | None = None,
+                script: bool = False) -> dict:
+        """Call a method the page's renderer answers, within ``timeout`` (default: what is
+        left of the web call). On a timeout or an abort the page's running script is
+        terminated; ``script``: it is the model's own (ScriptTimeout), else the page's
+        (TabBusy)."""
+        limit = self.browser.limits.time_left() if timeout is None else timeout
+        pending = self.session.send(method, params)
+        deadline = time.monotonic() + limit
         while not pending.done.wait(min(TICK, max(deadline - time.monotonic(), 0))):
             self._check_alive(pending)
-            stop = "was aborted" if abort is not None and abort.is_set() else None
+            if self.browser.limits.aborted():
+                if script:
+                    self._terminate(pending)
+                self.session.conn.forget(pending)
+                raise Aborted("the web call was aborted" + (
+                    "; the script was terminated" if script else ""))
             if time.monotonic() >= deadline:
-                stop = f"ran past its {timeout:g} s timeout"
-            if stop:
-                self._terminate(pending)
-                raise ScriptTimeout(f"the script {stop} and was terminated; the tab is usable")
-        return self.session.conn.result("Runtime.evaluate", pending)
+                self._timed_out(pending, limit, script)
+        return self.session.conn.result(method, pending)
+
+    def _timed_out(self, pending: Any, limit: float, script: bool) -> None:
+        """Terminate what keeps the page busy and raise what the model is told. The page's
+        own script stopped, the page is usable when it answers and finishes loading (a
+        huge document answers now and then while it is being read, and loads on)."""
+        freed = self._terminate(pending)
+        if script:
+            limit = self.browser.limits.timeout or limit
+        if script and freed:
+            raise ScriptTimeout(f"the script ran past its {limit:g} s timeout and was "
+                                f"terminated; the tab is usable")
+        if not script:
+            self.stalls += 1
+            freed = freed and self.wait(lambda: not self.loading, QUICK_TIMEOUT)
+        if freed and self.stalls < STALLS_BUSY:
+            raise TabBusy(PAGE_STOPPED.format(tab=self.id, s=f"{limit:g}"))
+        self.busy = (BUSY_SCRIPT if script else BUSY_PAGE).format(tab=self.id, s=f"{limit:g}")
+        raise TabBusy(self.busy + REPLACE_NEXT)
+
+    def evaluate(self, expression: str, timeout: float | None = None, script: bool = False,
+                 **options: Any) -> dict:
+        """``Runtime.evaluate`` through ``request``; its promise is awaited."""
+        params = {"expression": expression, "awaitPromise": True, "returnByValue": True,
+                  **options}
+        return self.request("Runtime.evaluate", params, timeout, script)
 
     def _check_alive(self, pending: Any) -> None:
         if self.crashed:
@@ -230,9 +294,10 @@ class Tab:
             self.session.conn.forget(pending)
             raise TabClosed("the tab was closed; web_scan shows the open tabs")
 
-    def _terminate(self, pending: Any) -> None:
-        """End a running script; one that only awaits a promise that never settles has
-        nothing to end: a probe answered by the page says its thread is free again."""
+    def _terminate(self, pending: Any) -> bool:
+        """End the page's running script; whether the page answers again. One that only
+        awaits a promise that never settles has nothing to end: a probe answered by the
+        page says its thread is free again."""
         self.session.send("Runtime.terminateExecution")
         probe = self.session.send("Runtime.evaluate", {"expression": "0"})
         end = time.monotonic() + TERMINATE_WAIT
@@ -240,27 +305,28 @@ class Tab:
             pending.done.wait(TERMINATE_POLL)
         self.session.conn.forget(pending)
         self.session.conn.forget(probe)
+        return pending.done.is_set() or probe.done.is_set()
 
     def world(self) -> int:
         """The execution context of our isolated world in the current document."""
         documents = self.documents
         if self._world is not None and self._world[0] == documents:
             return self._world[1]
-        reply = self.session.call("Page.createIsolatedWorld", {
-            "frameId": self.main_frame, "worldName": WORLD}, timeout=QUICK_TIMEOUT)
+        reply = self.request("Page.createIsolatedWorld", {
+            "frameId": self.main_frame, "worldName": WORLD})
         self._world = (documents, reply["executionContextId"])
         return self._world[1]
 
-    def page_value(self, expression: str, timeout: float = PAGE_TIMEOUT) -> Any:
-        """The JSON value of ``expression`` in our isolated world; a thrown exception
-        becomes JSError."""
+    def page_value(self, expression: str, timeout: float | None = None) -> Any:
+        """The JSON value of ``expression`` in our isolated world (within ``timeout``, by
+        default what is left of the web call); a thrown exception becomes JSError."""
         try:
             reply = self.evaluate(expression, timeout, contextId=self.world())
         except CDPError as e:  # a new document under a context we had: ask again
             if not any(stale in str(e) for stale in STALE_WORLD):
                 raise
             self._world = None
-            self.main_frame = self.session.call("Page.getFrameTree")["frameTree"]["frame"]["id"]
+            self.main_frame = self.request("Page.getFrameTree")["frameTree"]["frame"]["id"]
             reply = self.evaluate(expression, timeout, contextId=self.world())
         if "exceptionDetails" in reply:
             raise JSError(exception_text(reply["exceptionDetails"]))
