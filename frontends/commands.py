@@ -186,32 +186,43 @@ def run_command(name: str, argv: list[str]) -> int:
 
 # ---- ga tools ----------------------------------------------------------------------------
 def tools_command(args: argparse.Namespace, home: Path) -> int:
-    from tools.spec import tool_specs
+    from tools.spec import schema_tokens, tool_specs
 
     from .runner import load_tools, make_agent
 
     api = load_tools(args, home)
     agent = make_agent(args, home, None, api)
     specs = {spec.name: spec.description for spec in tool_specs(agent.handler_cls)}
+    offered = {s["function"]["name"]: s for s in agent.tools_schema()}
     rows = []
     for name in sorted(set(specs) | set(agent.unavailable)):
         reason = agent.unavailable.get(name)
+        schema = offered.get(name)
         rows.append({"name": name, "offered": reason is None, "reason": reason,
                      "source": api.sources.get(name, "built-in"),
+                     "tokens": schema_tokens(schema) if schema else 0,
                      "description": specs.get(name, "")})
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=1))
         return EXIT_OK
+    print_tool_rows(rows, args.verbose)
+    return EXIT_OK
+
+
+def print_tool_rows(rows: list[dict], verbose: bool) -> None:
+    """One line per tool: name, source, what it adds to every request, offered or why not."""
     width = max(len(r["name"]) for r in rows)
     source_width = max(len(r["source"]) for r in rows)
     for r in rows:
         status = "offered" if r["offered"] else f"not offered: {r['reason']}"
-        print(f"{r['name'].ljust(width)}  {r['source'].ljust(source_width)}  {status}")
-        if args.verbose and r["description"]:
+        cost = f"{r['tokens']:>5} tokens" if r["offered"] else " " * 12
+        print(f"{r['name'].ljust(width)}  {r['source'].ljust(source_width)}  {cost}  {status}")
+        if verbose and r["description"]:
             print(f"{' ' * width}  {r['description']}")
-    offered = sum(r["offered"] for r in rows)
-    print(f"{offered} of {len(rows)} tools offered to the model", file=sys.stderr)
-    return EXIT_OK
+    offered = [r for r in rows if r["offered"]]
+    total = sum(r["tokens"] for r in offered)
+    print(f"{len(offered)} of {len(rows)} tools offered to the model, {total:,} tokens "
+          "in every request (JSON chars / 4)", file=sys.stderr)
 
 
 # ---- ga config ---------------------------------------------------------------------------
