@@ -6,6 +6,7 @@ and memory together.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -65,6 +66,7 @@ from tools.web.browser import Browser
 
 CODE_OUTPUT_CHARS = 10_000
 READ_OUTPUT_CHARS = 15_000
+MCP_OUTPUT_CHARS = 10_000  # an MCP tool's result, shared by the calls of one reply
 USER_TOOLS = ("ask_user", "start_long_term_update")
 STREAMED = {"text": "delta", "thinking": "delta", "progress": "text"}  # event type -> its text
 
@@ -98,6 +100,22 @@ class GenericAgentHandler(BaseHandler):
     def unknown_tool(self, tool_name: str) -> str:
         why = self.parent.unavailable.get(tool_name)
         return f"unknown tool {tool_name}" + (f" (not available: {why})" if why else "")
+
+    def __getattr__(self, name: str) -> Any:
+        """``do_mcp__SERVER__TOOL``: a tool of one of the session's MCP servers (tools/mcp),
+        dispatched like every other tool."""
+        hub = self.parent.mcp if name.startswith("do_mcp__") else None
+        if hub is None or hub.tool(name[3:]) is None:
+            raise AttributeError(name)
+        return functools.partial(self._mcp_call, name[3:])
+
+    def _mcp_call(self, name: str, args: dict, response: Any = None):
+        arguments = {k: v for k, v in args.items() if k not in ("_index", "_tool_num")}
+        yield f"[Action] Calling MCP tool {name}\n"
+        data, images = self.parent.mcp.call(
+            name, arguments, vision=getattr(self.parent.llmclient, "vision", True),
+            budget=MCP_OUTPUT_CHARS // max(args.get("_tool_num", 1), 1))
+        return StepOutcome(data, next_prompt=self._anchor(args.get("_index", 0)), images=images)
 
     def resolve(self, path: str) -> Path:
         return Path(os.path.abspath(os.path.join(self.cwd, os.path.expanduser(path))))
@@ -508,7 +526,7 @@ class GenericAgent:
                  hooks: Hooks | None = None, redactor: Redactor | None = None,
                  env_policy: EnvPolicy | None = None,
                  max_calls_per_turn: int = MAX_CALLS_PER_TURN,
-                 browser: web.BrowserConfig | None = None) -> None:
+                 browser: web.BrowserConfig | None = None, mcp: Any = None) -> None:
         self.llmclient = client
         self.home = Path(home)
         self.cwd = Path(cwd).absolute()
@@ -532,6 +550,7 @@ class GenericAgent:
         self.unavailable.update(disabled_tools if isinstance(disabled_tools, dict)
                                 else dict.fromkeys(disabled_tools, "turned off for this run"))
         self._browser: Browser | None = None
+        self.mcp = mcp  # the session's MCP servers (tools.mcp.hub.McpHub), or None
         self.task_dir = Path(task_dir) if task_dir else None
         self.hooks = hooks or Hooks()
         self.history_info: list[str] = []
@@ -557,7 +576,17 @@ class GenericAgent:
         return tuple(self.unavailable)
 
     def tools_schema(self) -> list[dict]:
-        return tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
+        """The tools offered to the model now: built-in and plugin tools, then MCP servers'."""
+        builtin = tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
+        return builtin + (self.mcp.schemas() if self.mcp is not None else [])
+
+    def _task_tools(self) -> list[dict] | Callable[[], list[dict]]:
+        """A task's tool list, built once; with MCP servers a function adding their tools as
+        they are at each request (a ``tools/list_changed`` refreshes them)."""
+        builtin = tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
+        if self.mcp is None:
+            return builtin
+        return lambda: builtin + self.mcp.schemas()
 
     @property
     def browser(self) -> Browser:
@@ -568,9 +597,12 @@ class GenericAgent:
         return self._browser
 
     def close(self) -> None:
-        """Release what the agent holds: a launched browser ends, an attached one is left."""
+        """Release what the agent holds: a launched browser ends, an attached one is left;
+        MCP servers end."""
         if self._browser is not None:
             self._browser.close()
+        if self.mcp is not None:
+            self.mcp.close()
 
     def system_prompt(self) -> str:
         """Role, date, memory structure and L1; a profile's extra_sys_prompt is added by
@@ -622,6 +654,8 @@ class GenericAgent:
         abort = getattr(self.llmclient, "abort", None)
         if abort:
             abort()
+        if self.mcp is not None:
+            self.mcp.cancel_calls()
 
     def restore(self, history: list | None = None, history_info: list | None = None,
                 working: dict | None = None, open_turn: dict | None = None) -> None:
@@ -727,7 +761,7 @@ class GenericAgent:
                                "session_id": self.session_id, **shown})
         content = [{"type": "text", "text": message}, *blocks] if blocks else message
         loop = agent_runner_loop(self.llmclient, self.system_prompt(), content, handler,
-                                 self.tools_schema(), self.max_turns, self.verbose,
+                                 self._task_tools(), self.max_turns, self.verbose,
                                  max_calls_per_turn=self.max_calls_per_turn,
                                  redact=self.redactor, first_results=answers)
         try:
