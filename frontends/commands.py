@@ -21,8 +21,8 @@ from llmcore.base import ConfigError
 if TYPE_CHECKING:
     from llmcore.config import Config, Profile
 
-COMMANDS = ("sessions", "memory", "tools", "config")
-DEFAULT_ACTION = {"sessions": "list", "memory": "show", "config": "check"}
+COMMANDS = ("sessions", "memory", "tools", "config", "mcp")
+DEFAULT_ACTION = {"sessions": "list", "memory": "show", "config": "check", "mcp": "list"}
 SESSIONS_LIMIT = 20
 EXIT_OK = 0
 EXIT_CONFIG_PROBLEMS = 2  # what `ga config check` found is a config error, as on a run
@@ -50,6 +50,8 @@ def add_global_options(parser: argparse.ArgumentParser, suppress: bool = False) 
     p.add_argument("--json", action="store_true",
                    help="JSON: a task's events as JSON Lines; ga tools and ga sessions as data",
                    **kw)
+    p.add_argument("--mcp-config", action="append", metavar="FILE",
+                   help="more MCP servers from a Claude-Code JSON file (repeatable)", **kw)
 
 
 def add_tool_options(p: argparse.ArgumentParser) -> None:
@@ -134,6 +136,8 @@ DESCRIPTIONS = {
     "tools": "Every tool the model would get (built-in and plugins), where each comes from, "
              "and which are not offered and why.",
     "config": "Where the config is read from, and whether it is valid.",
+    "mcp": "The session's MCP servers (mcp_servers: in config.yaml, --mcp-config FILE): "
+           "their state and tools, and what each tool adds to every request; or call one.",
 }
 ACTIONS = {
     "sessions": {
@@ -159,6 +163,15 @@ ACTIONS = {
         "check": ("validate the config and list its profiles, keys as set/unset "
                   "(the default); exit 2 when it finds a problem", []),
     },
+    "mcp": {
+        "list": ("start the servers, list their state and tools with each tool's cost in "
+                 "tokens (the default); no model is asked", []),
+        "call": ("start one server and call one of its tools",
+                 [(("server",), {"help": "the server's name"}),
+                  (("tool",), {"help": "the tool's name on that server (or mcp__SERVER__TOOL)"}),
+                  (("arguments",), {"nargs": "?", "metavar": "JSON",
+                                    "help": "the arguments as a JSON object (default {})"})]),
+    },
 }
 
 
@@ -181,6 +194,10 @@ def run_command(name: str, argv: list[str]) -> int:
                               config_path=args.config)
     if name == "tools":
         return tools_command(args, home)
+    if name == "mcp":
+        from . import mcp_cmd
+
+        return mcp_cmd.run(action, args, home)
     return config_command(action, args, home)
 
 
@@ -202,11 +219,25 @@ def tools_command(args: argparse.Namespace, home: Path) -> int:
                      "source": api.sources.get(name, "built-in"),
                      "tokens": schema_tokens(schema) if schema else 0,
                      "description": specs.get(name, "")})
+    rows += mcp_rows(agent.mcp)
+    agent.close()
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=1))
         return EXIT_OK
     print_tool_rows(rows, args.verbose)
     return EXIT_OK
+
+
+def mcp_rows(hub) -> list[dict]:
+    """``ga tools`` rows of the MCP servers' tools, and of each server that did not start."""
+    if hub is None:
+        return []
+    rows = [{"name": t.name, "offered": True, "reason": None, "source": f"mcp server {t.server}",
+             "tokens": t.tokens, "description": t.schema["function"]["description"]}
+            for t in hub.tools()]
+    return rows + [{"name": f"mcp__{name}__*", "offered": False, "source": f"mcp server {name}",
+                    "reason": f"the server did not start: {why}", "tokens": 0,
+                    "description": ""} for name, why in hub.failed.items()]
 
 
 def print_tool_rows(rows: list[dict], verbose: bool) -> None:
@@ -247,6 +278,9 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
         tools_settings(cfg)
     problems = print_browser(cfg)
     problems += [line for line in print_profiles(cfg, args.model) if line]
+    from .mcp_cmd import config_problems
+
+    problems += config_problems(cfg, args.mcp_config)
     for line in problems:
         print(f"problem: {line}")
     print("ok" if not problems else f"{len(problems)} problem(s)")
