@@ -179,3 +179,20 @@ def test_no_mcp_server_outlives_a_killed_ga(tmp_path, home, tmpdir_env, mark):
                    CHILDREN_GONE_SECONDS, "the server, its helper and the code gone")
     finally:
         assert finish(proc) == -signal.SIGKILL
+
+
+def test_ctrl_c_cancels_an_mcp_call_in_flight(tmp_path, home, tmpdir_env, site):
+    write_servers(home, {"site": {"url": site.url}})
+    site.entered.clear()
+    proc = start_ga(tmp_path, home, tmpdir_env, [
+        {"text": "<summary>wait</summary>", "tool_calls": [
+            {"name": "mcp__site__slow", "args": {"seconds": 10 * START_SECONDS}}]},
+        {"text": "never"}])
+    try:
+        assert site.entered.wait(START_SECONDS)
+        os.kill(proc.pid, signal.SIGINT)
+    finally:
+        assert finish(proc) == 130
+    assert "did not stop in time" not in (tmp_path / "err.txt").read_text()
+    journal = next((home / "sessions").glob("*.jsonl")).read_text()
+    assert "mcp__site__slow was cancelled" in journal and '"result": "ABORTED"' in journal

@@ -145,3 +145,18 @@ def test_config_check_lists_mcp_servers_and_their_problems(home, monkeypatch, ca
     assert "problem: MCP server docs: mcp_servers.docs.bearer_token_env_var: environment " \
            "variable DOCS_TOKEN is not set" in out
     assert "problem: MCP server time" not in out and "problem: MCP server off" not in out
+
+
+def test_readme_server_examples_are_valid(tmp_path, monkeypatch):
+    from test_readme import readme_block
+
+    from tools.mcp.config import parse_servers
+
+    monkeypatch.setenv("DOCS_TOKEN", "t")
+    servers = parse_servers(yaml.safe_load(readme_block("mcp_servers:"))["mcp_servers"], None)
+    assert servers["git"].env == {"GIT_PAGER": "cat", "LEVEL": "1"}
+    assert servers["docs"].transport == "http" and servers["time"].transport == "stdio"
+    path = tmp_path / "mcp.json"
+    path.write_text(readme_block('{"mcpServers"'))
+    claude = read_claude_json(path)
+    assert claude["docs"].http_headers == {"Authorization": "Bearer t"}

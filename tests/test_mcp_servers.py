@@ -88,6 +88,15 @@ def test_a_server_gets_the_safe_environment_plus_its_own_never_the_runtimes_keys
     assert "tok-abcdefgh-12345678" not in str(raw) and "sk-runtime-key" not in str(raw)
 
 
+def test_the_safe_environment_is_the_sdks():
+    """Servers start before the SDK is loaded, with its list of variables safe to pass on."""
+    from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS
+
+    from tools.mcp.spawn import SAFE_ENV_VARS
+
+    assert list(SAFE_ENV_VARS) == DEFAULT_INHERITED_ENV_VARS
+
+
 def test_a_dead_server_is_restarted_once_at_its_next_call(home, caplog):
     hub = open_hub([parse_server("time", {"command": "mcp-server-time"}, "test")], home, home)
     try:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Iterable
 from llmcore.base import ConfigError
 
 from .config import ServerConfig, parse_server, read_claude_json, session_servers
+from .spawn import log_file, spawn, stop
 
 if TYPE_CHECKING:
     from .hub import McpHub
@@ -42,16 +43,21 @@ def open_hub(servers: Iterable[ServerConfig], cwd: Path, home: Path,
     enabled = [s for s in servers if s.enabled and (names is None or s.name in names)]
     if not enabled:
         return None
+    logs = log_dir(home)
+    spawned = spawn_all(enabled, cwd, logs)  # they boot while the mcp package loads
     try:
         from .hub import McpHub
     except ImportError:
+        for process in spawned.values():
+            if not isinstance(process, Exception):
+                stop(process)
         message = MISSING.format(names=", ".join(s.name for s in enabled), hint=INSTALL_HINT)
         if any(s.required for s in enabled) or not report:
             raise ConfigError(None, "mcp_servers", message) from None
         log.warning("%s; their tools are left out", message)
         return None
-    hub = McpHub(servers, cwd, log_dir(home))
-    failed = hub.start([s.name for s in enabled])
+    hub = McpHub(servers, cwd, logs)
+    failed = hub.start([s.name for s in enabled], spawned)
     for name, why in failed.items():
         cfg = hub.servers[name]
         if cfg.required:
@@ -63,6 +69,18 @@ def open_hub(servers: Iterable[ServerConfig], cwd: Path, home: Path,
             log.warning("MCP server %s did not start: %s; its tools are left out%s", name, why,
                         f" (its log: {where})" if where else "")
     return hub
+
+
+def spawn_all(servers: list[ServerConfig], cwd: Path, logs: Path | None) -> dict:
+    """The stdio servers' processes, started now: ``{name: Popen or the OSError}``."""
+    started: dict = {}
+    for cfg in servers:
+        if cfg.command:
+            try:
+                started[cfg.name] = spawn(cfg, cwd, log_file(logs, cfg.name))
+            except OSError as e:  # a missing command: reported as that server's failure
+                started[cfg.name] = e
+    return started
 
 
 def log_dir(home: Path) -> Path | None:

@@ -10,8 +10,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,13 +17,13 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client
-from mcp.client.stdio import get_default_environment
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 
 from llmcore.base import ConfigError
 
 from .config import ServerConfig
+from .spawn import spawn
 from .stdio import tied_stdio
 
 log = logging.getLogger("ga.mcp")
@@ -43,7 +41,7 @@ class Connection:
     """One server of a session: started by ``open``, ended by ``stop``."""
 
     def __init__(self, cfg: ServerConfig, cwd: Path, log_path: Path | None,
-                 on_change: Callable[[], None]) -> None:
+                 on_change: Callable[[], None], process: Any = None) -> None:
         self.cfg = cfg
         self.cwd = cwd
         self.log_path = log_path
@@ -51,7 +49,7 @@ class Connection:
         self.tools: list[types.Tool] = []
         self.client: Client | None = None
         self.gone: str | None = None  # why the server ended, once it has
-        self._procs: list = []  # the stdio process, once started
+        self._procs: list = [process] if process is not None else []  # the stdio process
         self._life: asyncio.Task | None = None
         self._scope: anyio.CancelScope | None = None  # the whole life: cancelled to give up
         self._wake: anyio.Event | None = None
@@ -104,15 +102,11 @@ class Connection:
         return Client(self._http(), message_handler=handler, client_info=info)
 
     def _stdio(self) -> Any:
-        env = get_default_environment()
-        env.update({var: os.environ[var] for var in self.cfg.env_vars if var in os.environ})
-        env.update(self.cfg.env)
-        cwd = self.cwd / os.path.expanduser(self.cfg.cwd) if self.cfg.cwd else self.cwd
-        if self.log_path is not None:
-            with open(self.log_path, "a", encoding="utf-8") as f:
-                f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.cfg.name}\n")
-        return tied_stdio([self.cfg.command, *self.cfg.args], env, cwd, self.log_path,
-                          self._procs)
+        """The transport over the process started before the ``mcp`` package was loaded,
+        else (a restart) over a new one."""
+        if not self._procs:
+            self._procs.append(spawn(self.cfg, self.cwd, self.log_path))
+        return tied_stdio(self._procs[-1])
 
     @contextlib.asynccontextmanager
     async def _http(self) -> Any:

@@ -27,6 +27,7 @@ from .config import ServerConfig
 from .connection import Connection, ServerGone, describe
 from .loop import LoopThread
 from .results import tool_output
+from .spawn import log_file
 
 log = logging.getLogger("ga.mcp")
 
@@ -91,12 +92,15 @@ class McpHub:
         atexit.register(self.close)  # the servers end with ga even when no one closes it
 
     # ---- starting and stopping ---------------------------------------------------------
-    def start(self, names: Iterable[str] | None = None) -> dict[str, str]:
+    def start(self, names: Iterable[str] | None = None,
+              spawned: dict[str, Any] | None = None) -> dict[str, str]:
         """Start the enabled servers (or those ``names``) in parallel, each within its
-        ``startup_timeout_sec``; returns ``{name: why}`` for those that did not start."""
+        ``startup_timeout_sec``; returns ``{name: why}`` for those that did not start.
+        ``spawned``: stdio processes already started (or the error starting one raised)."""
         chosen = [s for s in self.servers.values()
                   if s.enabled and (names is None or s.name in names)]
-        waits = {s.name: self.loop.submit(self._open(s)) for s in chosen}
+        spawned = spawned or {}
+        waits = {s.name: self.loop.submit(self._open(s, spawned.get(s.name))) for s in chosen}
         for name, future in waits.items():
             try:
                 self.loop.wait(future, self.servers[name].startup_timeout_sec
@@ -106,14 +110,16 @@ class McpHub:
         self._rebuild()
         return {name: self.failed[name] for name in waits if name in self.failed}
 
-    async def _open(self, cfg: ServerConfig) -> None:
-        conn = Connection(cfg, self.cwd, self.log_path(cfg.name), self._rebuild)
+    async def _open(self, cfg: ServerConfig, process: Any = None) -> None:
+        if isinstance(process, Exception):
+            raise process
+        conn = Connection(cfg, self.cwd, self.log_path(cfg.name), self._rebuild, process)
         self.connections[cfg.name] = conn
         self.failed.pop(cfg.name, None)
         await conn.open()
 
     def log_path(self, name: str) -> Path | None:
-        return self.log_dir / f"mcp-{name}.log" if self.log_dir else None
+        return log_file(self.log_dir, name)
 
     def close(self) -> None:
         """End every server (stdin closed, then its process group), then the loop."""

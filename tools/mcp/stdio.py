@@ -1,27 +1,25 @@
-"""The stdio transport: an MCP server as a child process tied to the runtime.
+"""The stdio transport over a server process the runtime started itself.
 
 The SDK's own stdio client starts the process itself, out of reach of ``tools.procs``;
-this one starts it with ``popen_tied`` like every child of the runtime, so it ends with
-the runtime however that ends (SIGKILL included). Its stderr goes to a log file. Messages
-are JSON-RPC, one per line, bridged to the SDK session's streams. Shutdown follows the MCP
-lifecycle: stdin closed, a grace to exit, then its whole session is signalled.
+here ``spawn`` starts it with ``popen_tied`` like every child of the runtime, so it ends
+with the runtime however that ends (SIGKILL included). Messages are JSON-RPC, one per line,
+bridged to the SDK session's streams. Shutdown follows the MCP lifecycle: stdin closed, a
+grace to exit, then its whole session is signalled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import subprocess
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import AsyncIterator
 
 import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from tools.procs import end_group, popen_tied, release
+from .spawn import stop
 
 log = logging.getLogger("ga.mcp")
 
@@ -31,15 +29,9 @@ EXIT_POLL_SECONDS = 0.02
 
 
 @asynccontextmanager
-async def tied_stdio(argv: list[str], env: dict[str, str], cwd: str | Path,
-                     log_path: Path | None, started: list) -> AsyncIterator[tuple]:
-    """The server ``argv`` running, as the SDK's (read stream, write stream); its process is
-    appended to ``started`` (for liveness checks) as soon as it exists. Its stderr goes to
-    ``log_path`` (None: nowhere)."""
-    with open(log_path or os.devnull, "ab") as errlog:
-        proc = popen_tied(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog,
-                          env=env, cwd=str(cwd))
-    started.append(proc)
+async def tied_stdio(proc: subprocess.Popen) -> AsyncIterator[tuple]:
+    """The SDK's (read stream, write stream) over the pipes of the server ``proc``
+    (started by ``spawn.spawn``); leaving ends the process and its whole session."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MESSAGE_LIMIT)
     try:
@@ -48,7 +40,7 @@ async def tied_stdio(argv: list[str], env: dict[str, str], cwd: str | Path,
         writing, _ = await loop.connect_write_pipe(asyncio.Protocol, proc.stdin)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(_end, proc)
+            await anyio.to_thread.run_sync(stop, proc)
         raise
     to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_server, from_session = anyio.create_memory_object_stream[SessionMessage](0)
@@ -64,7 +56,7 @@ async def tied_stdio(argv: list[str], env: dict[str, str], cwd: str | Path,
         with anyio.CancelScope(shield=True):
             writing.close()  # the server reads EOF: the lifecycle's polite stop
             await _exited(proc, EXIT_GRACE_SECONDS)
-            await anyio.to_thread.run_sync(_end, proc)
+            await anyio.to_thread.run_sync(stop, proc)
             reading.close()
 
 
@@ -106,10 +98,3 @@ async def _exited(proc: subprocess.Popen, seconds: float) -> bool:
             return False
         await anyio.sleep(EXIT_POLL_SECONDS)
     return True
-
-
-def _end(proc: subprocess.Popen) -> None:
-    """Signal the server's whole session (whatever it started too), then forget it."""
-    end_group(proc)
-    proc.wait()
-    release(proc)
