@@ -127,6 +127,16 @@ def test_a_server_that_cannot_start_is_left_out_with_one_warning(home, stdio_hub
                      f"tools are left out (its log: {home / 'logs' / 'mcp-nope.log'})"]
 
 
+def test_a_server_folder_that_does_not_exist_is_named_as_such(home):
+    cfg = parse_server("time", {"command": "mcp-server-time", "cwd": "no-such-folder"}, "test")
+    hub = open_hub([cfg], home, home)
+    try:
+        assert hub.state("time") == ("failed: NotADirectoryError: its folder (cwd) is not a "
+                                     f"folder: {home / 'no-such-folder'}")
+    finally:
+        hub.close()
+
+
 # ---- a streamable-HTTP server built with the SDK's server class ------------------------
 def test_results_text_structured_content_images_and_errors(home, site):
     hub = http_hub(home, site.url)

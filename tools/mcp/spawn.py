@@ -35,6 +35,8 @@ def server_env(cfg: ServerConfig, environ: dict[str, str] | None = None) -> dict
 def spawn(cfg: ServerConfig, cwd: Path, log_path: Path | None) -> subprocess.Popen:
     """Start the server's process, its stdin and stdout pipes for the protocol."""
     folder = Path(cwd) / os.path.expanduser(cfg.cwd) if cfg.cwd else Path(cwd)
+    if not folder.is_dir():  # else Popen's error would name the folder as if the command
+        raise NotADirectoryError(f"its folder (cwd) is not a folder: {folder}")
     if log_path is not None:
         with open(log_path, "a", encoding="utf-8") as f:
             f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {cfg.name}\n")
