@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import threading
 
 import pytest
@@ -125,6 +126,17 @@ def test_a_server_that_cannot_start_is_left_out_with_one_warning(home, stdio_hub
     lines = [r.getMessage() for r in caplog.records if "nope" in r.getMessage()]
     assert lines == ["MCP server nope did not start: command not found: no-such-mcp-server; its "
                      f"tools are left out (its log: {home / 'logs' / 'mcp-nope.log'})"]
+
+
+def test_a_server_that_exits_at_start_says_its_exit_code_and_last_words(home):
+    quits = [sys.executable, "-c", "print('loading'); import sys; sys.exit('no API_URL set')"]
+    cfg = parse_server("quits", {"command": quits[0], "args": quits[1:]}, "test")
+    hub = open_hub([cfg], home, home)
+    try:
+        assert hub.state("quits") == ("failed: the server closed the connection (exit code 1; "
+                                      "it said: no API_URL set)")
+    finally:
+        hub.close()
 
 
 def test_a_server_folder_that_does_not_exist_is_named_as_such(home):

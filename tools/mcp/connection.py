@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from llmcore.base import ConfigError
 
 from .config import ServerConfig
-from .spawn import spawn
+from .spawn import LOG_START, spawn
 from .stdio import tied_stdio
 
 log = logging.getLogger("ga.mcp")
@@ -31,6 +32,8 @@ log = logging.getLogger("ga.mcp")
 LIST_PAGES_MAX = 100  # tools/list pages read at most (a server that never ends its list)
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's own defaults for MCP over HTTP
 CLIENT_NAME = "genericagent"
+LOG_TAIL_BYTES = 4096  # of a server's log read for its last words
+LAST_WORDS_CHARS = 200
 
 
 class ServerGone(Exception):
@@ -88,11 +91,22 @@ class Connection:
         return f"it did not start within {self.cfg.startup_timeout_sec:g} s"
 
     def _ended(self, ready: asyncio.Future, error: Exception) -> None:
+        why = describe(error) + self._own_words()
         if not ready.done():
-            ready.set_exception(error)
+            ready.set_exception(ServerGone(why))
             return
-        self.gone = describe(error)
-        log.info("MCP server %s ended: %s", self.cfg.name, self.gone)
+        self.gone = why
+        log.info("MCP server %s ended: %s", self.cfg.name, why)
+
+    def _own_words(self) -> str:
+        """What a stdio server that ended by itself said: its exit code and the last line
+        it wrote to stderr since it was started."""
+        proc = self.process
+        code = proc.returncode if proc is not None else None
+        if code is None or code < 0:  # running, or ended by a signal (ours, at the end)
+            return ""
+        said = last_words(self.log_path)
+        return f" (exit code {code}" + (f"; it said: {said}" if said else "") + ")"
 
     def _client(self) -> Client:
         handler = self._on_message
@@ -204,6 +218,20 @@ class Connection:
                 OSError) as e:
             self.gone = describe(e)
             raise ServerGone(self.gone) from None
+
+
+def last_words(log_path: Path | None) -> str:
+    """The last line a server wrote to its log since its latest start, cut short."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(max(f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES, 0))
+            tail = f.read().decode("utf-8", errors="replace")
+    except (OSError, TypeError):  # no log (None), or it cannot be read
+        return ""
+    lines = [line.strip() for line in tail.splitlines()]
+    starts = [i for i, line in enumerate(lines) if line.startswith(LOG_START)]
+    said = next((line for line in reversed(lines[starts[-1] + 1 if starts else 0:]) if line), "")
+    return said[:LAST_WORDS_CHARS] + ("…" if len(said) > LAST_WORDS_CHARS else "")
 
 
 def client_version() -> str:

@@ -15,6 +15,7 @@ from tools.procs import end_group, popen_tied, release
 
 from .config import ServerConfig
 
+LOG_START = "--- ga:"  # begins the line written to a server's log each time it starts
 # what the SDK's get_default_environment() passes on (mcp.client.stdio; a test compares)
 SAFE_ENV_VARS = (("APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT",
                   "PROCESSOR_ARCHITECTURE", "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "USERNAME",
@@ -39,7 +40,7 @@ def spawn(cfg: ServerConfig, cwd: Path, log_path: Path | None) -> subprocess.Pop
         raise NotADirectoryError(f"its folder (cwd) is not a folder: {folder}")
     if log_path is not None:
         with open(log_path, "a", encoding="utf-8") as f:
-            f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {cfg.name}\n")
+            f.write(f"{LOG_START} {time.strftime('%Y-%m-%d %H:%M:%S')} starting {cfg.name}\n")
     with open(log_path or os.devnull, "ab") as errlog:
         return popen_tied([cfg.command, *cfg.args], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=errlog, env=server_env(cfg),
