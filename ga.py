@@ -577,8 +577,8 @@ class GenericAgent:
 
     def tools_schema(self) -> list[dict]:
         """The tools offered to the model now: built-in and plugin tools, then MCP servers'."""
-        builtin = tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
-        return builtin + (self.mcp.schemas() if self.mcp is not None else [])
+        tools = self._task_tools()
+        return tools() if callable(tools) else tools
 
     def _task_tools(self) -> list[dict] | Callable[[], list[dict]]:
         """A task's tool list, built once; with MCP servers a function adding their tools as
