@@ -367,6 +367,7 @@ def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], 
     """Drive the model turn by turn until a tool ends the task or a limit is hit.
     ``user_input`` is the task's text, or content blocks (text and images); ``first_results``
     go with it: they answer tool calls the history ended on (an ``ask_user`` question).
+    ``tools_schema`` is the tool list, or a function giving it anew for each request.
     Turns are counted on from ``handler.current_turn``; ``max_turns`` limits this run. A tool
     that exits (``ask_user``) ends it with the results of the turn's calls before it
     (``turn_results``): they are sent with the answer."""
@@ -449,7 +450,8 @@ def _ask_model(client, messages: list[dict], tools_schema, hooks: Hooks,
     """One model request between the ``llm_`` hooks, then its ``usage`` event."""
     hooks.fire("llm_before", ctx)
     try:
-        response = yield from _stream_reply(client, messages, tools_schema)
+        tools = tools_schema() if callable(tools_schema) else tools_schema
+        response = yield from _stream_reply(client, messages, tools)
     except BaseException as e:  # llm_after sees the failure; the run ends with it
         ctx.update(response=None, error=e)
         hooks.fire("llm_after", ctx)

@@ -6,6 +6,7 @@ and memory together.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -65,6 +66,7 @@ from tools.web.browser import Browser
 
 CODE_OUTPUT_CHARS = 10_000
 READ_OUTPUT_CHARS = 15_000
+MCP_OUTPUT_CHARS = 10_000  # an MCP tool's result, shared by the calls of one reply
 USER_TOOLS = ("ask_user", "start_long_term_update")
 STREAMED = {"text": "delta", "thinking": "delta", "progress": "text"}  # event type -> its text
 
@@ -104,6 +106,22 @@ class GenericAgentHandler(BaseHandler):
         why = self.parent.unavailable.get(tool_name)
         return f"unknown tool {tool_name}" + (f" (not available: {why})" if why else "")
 
+    def __getattr__(self, name: str) -> Any:
+        """``do_mcp__SERVER__TOOL``: a tool of one of the session's MCP servers (tools/mcp),
+        dispatched like every other tool."""
+        hub = self.parent.mcp if name.startswith("do_mcp__") else None
+        if hub is None or hub.tool(name[3:]) is None:
+            raise AttributeError(name)
+        return functools.partial(self._mcp_call, name[3:])
+
+    def _mcp_call(self, name: str, args: dict, response: Any = None):
+        arguments = {k: v for k, v in args.items() if k not in ("_index", "_tool_num")}
+        yield f"[Action] Calling MCP tool {name}\n"
+        data, images = self.parent.mcp.call(
+            name, arguments, vision=getattr(self.parent.llmclient, "vision", True),
+            budget=MCP_OUTPUT_CHARS // max(args.get("_tool_num", 1), 1))
+        return StepOutcome(data, next_prompt=self._anchor(args.get("_index", 0)), images=images)
+
     def resolve(self, path: str) -> Path:
         return Path(os.path.abspath(os.path.join(self.cwd, os.path.expanduser(path))))
 
@@ -116,17 +134,16 @@ class GenericAgentHandler(BaseHandler):
                     type: Literal["python", "bash", "powershell"] = "python",
                     timeout: int = 60, cwd: str = "", inline_eval: bool = False, *,
                     response: Any = None, _index: int = 0, _tool_num: int = 1):
-        """Run code: python as a temp file, bash as a shell command. Keep bulk data out of
-        the code; read and write files for it. Background processes stop when the agent
-        exits; start a service that must outlive it with `setsid CMD &`.
+        """Run python (as a temp file) or bash. Keep bulk data in files, not in the code.
+        Background processes end with the agent; `setsid CMD &` keeps a service running.
 
         Args:
-            script: Code to run. If omitted, the last ```python/```bash block of your reply runs.
-            type: Language of the code.
-            timeout: Seconds before the whole process group is killed (max 600).
+            script: The code; if omitted, your reply's last ```python/```bash block runs.
+            type: Language.
+            timeout: Seconds before its process group is killed (max 600).
             cwd: Folder to run in, relative to the working directory.
-            inline_eval: Evaluate python inside the agent, with `handler` and `agent` in scope;
-                what it prints is returned. Start no processes from it (use plain code_run).
+            inline_eval: Run python inside the agent (`handler`, `agent` in scope); returns
+                what it prints. Start no processes from it.
         """
         code = script or last_code_block(getattr(response, "content", "") or "", type)
         if not code:
@@ -158,15 +175,15 @@ class GenericAgentHandler(BaseHandler):
     def do_file_read(self, path: str, start: int = 1, count: int = 200,
                      keyword: str | None = None, show_linenos: bool = True, *,
                      _index: int = 0, _tool_num: int = 1):
-        """Read a text file with line numbers. With keyword, show the lines around its first
-        (case-insensitive) match. An image file (PNG, JPEG, WebP, GIF) comes back as the image.
+        """Read a text file with line numbers, or an image file (PNG, JPEG, WebP, GIF) as
+        the image.
 
         Args:
-            path: File to read, relative to the working directory.
-            start: First line to show (1-based).
-            count: How many lines to show.
-            keyword: Text to jump to.
-            show_linenos: Prefix each line with its number.
+            path: File, relative to the working directory.
+            start: First line (1-based).
+            count: Lines to show.
+            keyword: Show the lines around its first match (any case) instead.
+            show_linenos: Number the lines.
         """
         p = self.resolve(path)
         yield f"[Action] Reading file: {path}\n"
@@ -195,13 +212,13 @@ class GenericAgentHandler(BaseHandler):
     def do_file_write(self, path: str, content: str | None = None,
                       mode: Literal["overwrite", "append", "prepend"] = "overwrite", *,
                       response: Any = None, _index: int = 0):
-        """Write a whole file (use file_patch for small edits). Put the text in `content` or
-        in a <file_content>...</file_content> block of your reply.
+        """Write a whole file (file_patch for small edits). The text: `content`, else your
+        reply's <file_content>...</file_content> block.
 
         Args:
-            path: File to write, relative to the working directory.
-            content: Text to write; may contain {{file:path:start:end}} references.
-            mode: overwrite, append or prepend.
+            path: File, relative to the working directory.
+            content: The text; {{file:path:start:end}} inserts those lines of a file.
+            mode: Where the text goes.
         """
         files.refuse_folder_path(path)
         p = self.resolve(path)
@@ -216,12 +233,12 @@ class GenericAgentHandler(BaseHandler):
 
     @tool
     def do_file_patch(self, path: str, old_content: str, new_content: str, *, _index: int = 0):
-        """Replace the one occurrence of old_content in a file with new_content.
+        """Replace old_content, which must occur exactly once in the file, with new_content.
 
         Args:
-            path: File to patch, relative to the working directory.
-            old_content: Exact text to replace; must occur exactly once.
-            new_content: Replacement text; may contain {{file:path:start:end}} references.
+            path: File, relative to the working directory.
+            old_content: Exact text to replace.
+            new_content: Replacement; {{file:path:start:end}} inserts those lines of a file.
         """
         p = self.resolve(path)
         yield f"[Action] Patching file: {path}\n"
@@ -233,15 +250,15 @@ class GenericAgentHandler(BaseHandler):
     def do_web_scan(self, tabs_only: bool = False, switch_tab_id: str | None = None,
                     text_only: bool = False, viewport: bool = False,
                     screenshot: bool = False, *, response: Any = None, _index: int = 0):
-        """See the browser: the open tabs and the current page as text, its interactive
-        elements numbered [N] (use them as ga(N) in web_execute_js). Also switches tabs.
+        """See the browser: its tabs and the current page as text, interactive elements
+        numbered [N] (ga(N) in web_execute_js).
 
         Args:
-            tabs_only: Only list the tabs, without the page (saves tokens).
-            switch_tab_id: Id of the tab to switch to first, as listed in tabs.
-            text_only: Plain text without [N] markers.
-            viewport: Only what is around the visible screen (scroll there with JS first).
-            screenshot: Also return an image of the visible screen (layout, charts, canvas).
+            tabs_only: List the tabs only (saves tokens).
+            switch_tab_id: Switch to this tab first.
+            text_only: Plain text, no [N] markers.
+            viewport: Only what is around the visible screen.
+            screenshot: Also return an image of the visible screen.
         """
         yield f"[Action] Scanning the browser{' tabs' if tabs_only else ' page'}\n"
         see = screenshot and getattr(self.parent.llmclient, "vision", True)
@@ -262,18 +279,17 @@ class GenericAgentHandler(BaseHandler):
                           save_to_file: str | None = None, no_monitor: bool = False,
                           timeout: int = execute.DEFAULT_TIMEOUT, *,
                           response: Any = None, _index: int = 0):
-        """Run JavaScript in the current page for full control: navigate, click, fill, read.
-        Top-level await works; the last expression's value (or a return) comes back, with
-        the DOM changes, navigation, new tabs and dialogs it caused. ga(N) is element [N]
-        of the last web_scan. After a navigation, act on the new page in the next call.
+        """Run JavaScript in the current page: navigate, click, fill, read. Top-level await
+        works; returns the last value (or a return) with the DOM changes, navigation, new tabs
+        and dialogs it caused. ga(N) is element [N] of the last web_scan. After a
+        navigation, act on the new page in the next call.
 
         Args:
-            script: JavaScript code or a .js file path; if omitted, the last ```javascript
-                block of your reply runs.
-            switch_tab_id: Id of the tab to run in (switches to it).
-            save_to_file: Write the whole return value to this file; return a preview.
-            no_monitor: Do not wait for and report DOM changes (faster).
-            timeout: Seconds before the script is terminated.
+            script: JS code or a .js path; if omitted, your reply's last ```javascript block.
+            switch_tab_id: Run in this tab (switches to it).
+            save_to_file: Write the whole value to this file; return a preview.
+            no_monitor: Do not wait for DOM changes (faster).
+            timeout: Seconds before the script is stopped.
         """
         code = execute.resolve_script(script, getattr(response, "content", "") or "", self.cwd)
         if not code.strip():
@@ -290,12 +306,12 @@ class GenericAgentHandler(BaseHandler):
     @tool
     def do_update_working_checkpoint(self, key_info: str | None = None,
                                      related_sop: str | None = None, *, _index: int = 0):
-        """Save what must be remembered for the rest of the task; it is shown to you every
-        turn. Call it when new, non-obvious key facts appear.
+        """Keep facts for the rest of the task; shown to you every turn. Call it when new,
+        non-obvious key facts appear.
 
         Args:
-            key_info: Key facts, targets and constraints to keep ("" clears).
-            related_sop: Path of the SOP file this task follows.
+            key_info: Key facts, targets and constraints ("" clears).
+            related_sop: Path of the SOP this task follows.
         """
         changed = []
         for key, value in (("key_info", key_info), ("related_sop", related_sop)):
@@ -314,11 +330,11 @@ class GenericAgentHandler(BaseHandler):
 
     @tool
     def do_ask_user(self, question: str, candidates: list[str] | None = None):
-        """Ask the user a question and stop until they answer.
+        """Ask the user and stop until they answer.
 
         Args:
             question: The question.
-            candidates: Suggested answers the user can pick from.
+            candidates: Answers to pick from.
         """
         data = {"question": question, "candidates": candidates or []}
         return StepOutcome({"status": "INTERRUPT", "intent": "HUMAN_INTERVENTION", "data": data},
@@ -326,7 +342,7 @@ class GenericAgentHandler(BaseHandler):
 
     @tool
     def do_start_long_term_update(self, *, _index: int = 0):
-        """After finishing a task, distil verified, durable facts into long-term memory."""
+        """After a task, distil verified, durable facts into long-term memory."""
         ok, text = long_term_update_prompt(self.memory, self.current_turn, self.t.lang)
         if not ok:
             return StepOutcome({"status": "refused", "msg": text}, next_prompt="\n")
@@ -517,7 +533,7 @@ class GenericAgent:
                  hooks: Hooks | None = None, redactor: Redactor | None = None,
                  env_policy: EnvPolicy | None = None,
                  max_calls_per_turn: int = MAX_CALLS_PER_TURN,
-                 browser: web.BrowserConfig | None = None) -> None:
+                 browser: web.BrowserConfig | None = None, mcp: Any = None) -> None:
         self.llmclient = client
         self.home = Path(home)
         self.cwd = Path(cwd).absolute()
@@ -541,6 +557,7 @@ class GenericAgent:
         self.unavailable.update(disabled_tools if isinstance(disabled_tools, dict)
                                 else dict.fromkeys(disabled_tools, "turned off for this run"))
         self._browser: Browser | None = None
+        self.mcp = mcp  # the session's MCP servers (tools.mcp.hub.McpHub), or None
         self.task_dir = Path(task_dir) if task_dir else None
         self.hooks = hooks or Hooks()
         self.history_info: list[str] = []
@@ -567,7 +584,17 @@ class GenericAgent:
         return tuple(self.unavailable)
 
     def tools_schema(self) -> list[dict]:
-        return tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
+        """The tools offered to the model now: built-in and plugin tools, then MCP servers'."""
+        tools = self._task_tools()
+        return tools() if callable(tools) else tools
+
+    def _task_tools(self) -> list[dict] | Callable[[], list[dict]]:
+        """A task's tool list, built once; with MCP servers a function adding their tools as
+        they are at each request (a ``tools/list_changed`` refreshes them)."""
+        builtin = tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
+        if self.mcp is None:
+            return builtin
+        return lambda: builtin + self.mcp.schemas()
 
     @property
     def browser(self) -> Browser:
@@ -578,9 +605,12 @@ class GenericAgent:
         return self._browser
 
     def close(self) -> None:
-        """Release what the agent holds: a launched browser ends, an attached one is left."""
+        """Release what the agent holds: a launched browser ends, an attached one is left;
+        MCP servers end."""
         if self._browser is not None:
             self._browser.close()
+        if self.mcp is not None:
+            self.mcp.close()
 
     def system_prompt(self) -> str:
         """Role, date, memory structure and L1; a profile's extra_sys_prompt is added by
@@ -632,6 +662,8 @@ class GenericAgent:
         abort = getattr(self.llmclient, "abort", None)
         if abort:
             abort()
+        if self.mcp is not None:
+            self.mcp.cancel_calls()
 
     def restore(self, history: list | None = None, history_info: list | None = None,
                 working: dict | None = None, open_turn: dict | None = None) -> None:
@@ -745,7 +777,7 @@ class GenericAgent:
                                "session_id": self.session_id, **shown})
         content = [{"type": "text", "text": message}, *blocks] if blocks else message
         loop = agent_runner_loop(self.llmclient, self.system_prompt(), content, handler,
-                                 self.tools_schema(), self.max_turns, self.verbose,
+                                 self._task_tools(), self.max_turns, self.verbose,
                                  max_calls_per_turn=self.max_calls_per_turn,
                                  redact=self.redactor, first_results=answers)
         try:

@@ -45,6 +45,7 @@ commands (ga COMMAND --help for each):
   ga tools                                     the tools the model gets, and any hidden
   ga config [path|check]                       where the config is read from; validate it
   ga acp                                       serve an editor (Agent Client Protocol)
+  ga mcp [list|call SERVER TOOL [JSON]]        MCP servers: their tools and costs; call one
 
 which words are a command:
   The first argument that is exactly a command name runs that command; options may stand

@@ -21,9 +21,9 @@ from llmcore.base import ConfigError
 if TYPE_CHECKING:
     from llmcore.config import Config, Profile
 
-COMMANDS = ("sessions", "memory", "tools", "config", "acp")
+COMMANDS = ("sessions", "memory", "tools", "config", "mcp", "acp")
 RUN_LIKE = ("tools", "acp")  # commands without actions that take a run's tool options
-DEFAULT_ACTION = {"sessions": "list", "memory": "show", "config": "check"}
+DEFAULT_ACTION = {"sessions": "list", "memory": "show", "config": "check", "mcp": "list"}
 SESSIONS_LIMIT = 20
 EXIT_OK = 0
 EXIT_CONFIG_PROBLEMS = 2  # what `ga config check` found is a config error, as on a run
@@ -51,6 +51,8 @@ def add_global_options(parser: argparse.ArgumentParser, suppress: bool = False) 
     p.add_argument("--json", action="store_true",
                    help="JSON: a task's events as JSON Lines; ga tools and ga sessions as data",
                    **kw)
+    p.add_argument("--mcp-config", action="append", metavar="FILE",
+                   help="more MCP servers from a Claude-Code JSON file (repeatable)", **kw)
 
 
 def add_tool_options(p: argparse.ArgumentParser) -> None:
@@ -161,6 +163,8 @@ DESCRIPTIONS = {
               "of an original GenericAgent mykey.py.",
     "acp": "Serve the Agent Client Protocol on stdin/stdout, so an editor (Zed, JetBrains, "
            "Neovim, Emacs) runs GenericAgent as its agent. Options apply to every session.",
+    "mcp": "The session's MCP servers (mcp_servers: in config.yaml, --mcp-config FILE): "
+           "their state and tools, and what each tool adds to every request; or call one.",
 }
 ACTIONS = {
     "sessions": {
@@ -193,6 +197,15 @@ ACTIONS = {
                     (("--force",), {"action": "store_true",
                                     "help": "replace the file when it exists"})]),
     },
+    "mcp": {
+        "list": ("start the servers, list their state and tools with each tool's cost in "
+                 "tokens (the default); no model is asked", []),
+        "call": ("start one server and call one of its tools",
+                 [(("server",), {"help": "the server's name"}),
+                  (("tool",), {"help": "the tool's name on that server (or mcp__SERVER__TOOL)"}),
+                  (("arguments",), {"nargs": "?", "metavar": "JSON",
+                                    "help": "the arguments as a JSON object (default {})"})]),
+    },
 }
 
 
@@ -220,37 +233,66 @@ def run_command(name: str, argv: list[str], opener: Callable[..., Any] | None = 
         from .acp import serve
 
         return serve(args, home, opener)
+    if name == "mcp":
+        from . import mcp_cmd
+
+        return mcp_cmd.run(action, args, home)
     return config_command(action, args, home)
 
 
 # ---- ga tools ----------------------------------------------------------------------------
 def tools_command(args: argparse.Namespace, home: Path) -> int:
-    from tools.spec import tool_specs
+    from tools.spec import schema_tokens, tool_specs
 
     from .runner import load_tools, make_agent
 
     api = load_tools(args, home)
     agent = make_agent(args, home, None, api)
     specs = {spec.name: spec.description for spec in tool_specs(agent.handler_cls)}
+    offered = {s["function"]["name"]: s for s in agent.tools_schema()}
     rows = []
     for name in sorted(set(specs) | set(agent.unavailable)):
         reason = agent.unavailable.get(name)
+        schema = offered.get(name)
         rows.append({"name": name, "offered": reason is None, "reason": reason,
                      "source": api.sources.get(name, "built-in"),
+                     "tokens": schema_tokens(schema) if schema else 0,
                      "description": specs.get(name, "")})
+    rows += mcp_rows(agent.mcp)
+    agent.close()
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=1))
         return EXIT_OK
+    print_tool_rows(rows, args.verbose)
+    return EXIT_OK
+
+
+def mcp_rows(hub) -> list[dict]:
+    """``ga tools`` rows of the MCP servers' tools, and of each server that did not start."""
+    if hub is None:
+        return []
+    rows = [{"name": t.name, "offered": True, "reason": None, "source": f"mcp server {t.server}",
+             "tokens": t.tokens, "description": t.schema["function"]["description"]}
+            for t in hub.tools()]
+    return rows + [{"name": f"mcp__{name}__*", "offered": False, "source": f"mcp server {name}",
+                    "reason": f"the server did not start: {why}", "tokens": 0,
+                    "description": ""} for name, why in hub.failed.items()]
+
+
+def print_tool_rows(rows: list[dict], verbose: bool) -> None:
+    """One line per tool: name, source, what it adds to every request, offered or why not."""
     width = max(len(r["name"]) for r in rows)
     source_width = max(len(r["source"]) for r in rows)
     for r in rows:
         status = "offered" if r["offered"] else f"not offered: {r['reason']}"
-        print(f"{r['name'].ljust(width)}  {r['source'].ljust(source_width)}  {status}")
-        if args.verbose and r["description"]:
+        cost = f"{r['tokens']:>5} tokens" if r["offered"] else " " * 12
+        print(f"{r['name'].ljust(width)}  {r['source'].ljust(source_width)}  {cost}  {status}")
+        if verbose and r["description"]:
             print(f"{' ' * width}  {r['description']}")
-    offered = sum(r["offered"] for r in rows)
-    print(f"{offered} of {len(rows)} tools offered to the model", file=sys.stderr)
-    return EXIT_OK
+    offered = [r for r in rows if r["offered"]]
+    total = sum(r["tokens"] for r in offered)
+    print(f"{len(offered)} of {len(rows)} tools offered to the model, {total:,} tokens "
+          "in every request (JSON chars / 4)", file=sys.stderr)
 
 
 # ---- ga config ---------------------------------------------------------------------------
@@ -277,6 +319,9 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
         tools_settings(cfg)
     problems = print_browser(cfg)
     problems += [line for line in print_profiles(cfg, args.model) if line]
+    from .mcp_cmd import config_problems
+
+    problems += config_problems(cfg, args.mcp_config)
     for line in problems:
         print(f"problem: {line}")
     print("ok" if not problems else f"{len(problems)} problem(s)")

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from llmcore.base import ConfigError
 from llmcore.images import for_model
@@ -87,12 +87,16 @@ def load_tools(args: Any, home: Path) -> Any:
     return api
 
 
-def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = None) -> Any:
+def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = None,
+               mcp_servers: Iterable[Any] = ()) -> Any:
     """The agent a run (or ``ga tools``) uses: config ``agent:`` and ``tools:`` settings,
-    plugins, flags, and the run's one redactor (built from the config when not given)."""
+    plugins, flags, and the run's one redactor (built from the config when not given).
+    Its MCP servers (config, ``--mcp-config`` files, then ``mcp_servers``: a front end's
+    ``tools.mcp.ServerConfig``s for this session) are started before it is returned."""
     from ga import USER_TOOLS, GenericAgent, Settings
     from llmcore.config import open_config, tools_settings
     from llmcore.secrets import EnvPolicy, Redactor
+    from tools.mcp import open_hub, session_servers
     from tools.web import BrowserConfig
 
     from .plugins import handler_with_plugins
@@ -103,13 +107,17 @@ def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = Non
     env_policy = EnvPolicy.from_config(cfg)
     browser = BrowserConfig.from_dict(cfg.browser, cfg.path)
     disabled = dict.fromkeys(USER_TOOLS, "--no-user-tools") if args.no_user_tools else {}
-    return GenericAgent(client, home=home, cwd=work_dir(args),
+    cwd = work_dir(args)
+    servers = session_servers(cfg.mcp_servers, cfg.path, getattr(args, "mcp_config", None) or (),
+                              mcp_servers)
+    return GenericAgent(client, home=home, cwd=cwd,
                         max_turns=getattr(args, "max_turns", 100), verbose=args.verbose,
                         handler_cls=handler_with_plugins(api), disabled_tools=disabled,
                         hooks=api.hooks, task_dir=getattr(args, "task_dir", None),
                         settings=settings, env_policy=env_policy,
                         redactor=redactor or Redactor.from_config(cfg, env_policy),
-                        max_calls_per_turn=tools.max_calls_per_turn, browser=browser)
+                        max_calls_per_turn=tools.max_calls_per_turn, browser=browser,
+                        mcp=open_hub(servers, cwd, home))
 
 
 class TokenBudget:

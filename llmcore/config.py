@@ -19,7 +19,7 @@ from .price import Price, parse_price
 
 KINDS = ("anthropic", "openai", "openai-responses", "scripted")
 TOOL_MODES = ("native", "text")
-SECTIONS = ("models", "agent", "tools", "browser")  # top-level mappings besides default
+SECTIONS = ("models", "agent", "tools", "browser", "mcp_servers")  # mappings besides default
 THINKING_MODES = ("adaptive", "enabled", "disabled")
 EFFORTS = ("minimal", "low", "medium", "high", "xhigh", "max")
 DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
@@ -169,6 +169,7 @@ class Config:
     agent: dict[str, Any] = field(default_factory=dict)  # working-memory thresholds/texts
     tools: dict[str, Any] = field(default_factory=dict)  # tool safety settings (SPEC §4)
     browser: dict[str, Any] = field(default_factory=dict)  # the browser for web tools (SPEC §9)
+    mcp_servers: dict[str, Any] = field(default_factory=dict)  # MCP servers (SPEC §12)
 
     def profile(self, name: str) -> Profile:
         if name not in self.profiles:

@@ -185,6 +185,34 @@ def test_tools_json_is_exactly_what_a_run_offers_the_model(tmp_path, home, capsy
     assert seen[0] == listed and "shout" in listed
 
 
+def test_tools_shows_what_each_offered_tool_adds_to_every_request(tmp_path, home, capsys):
+    from llmcore.scripted import ScriptedClient
+    from tools.spec import schema_tokens
+
+    assert main(["tools", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    seen = []
+    original = ScriptedClient.chat
+
+    def spy(self, messages, tools=None):
+        seen.extend(tools)
+        return (yield from original(self, messages, tools))
+
+    ScriptedClient.chat = spy
+    try:
+        assert main(["-m", script(tmp_path, [{"text": "x"}]), "go"]) == 0
+    finally:
+        ScriptedClient.chat = original
+    costs = {s["function"]["name"]: schema_tokens(s) for s in seen}
+    assert costs and {name: rows[name]["tokens"] for name in costs} == costs
+    capsys.readouterr()
+    assert main(["tools"]) == 0
+    out, err = capsys.readouterr()
+    line = next(line for line in out.splitlines() if line.startswith("code_run "))
+    assert f" {costs['code_run']} tokens " in line
+    assert f"{sum(costs.values()):,} tokens in every request" in err
+
+
 # ---- ga config ---------------------------------------------------------------------------
 def test_config_path_follows_config_option_env_and_home(tmp_path, home, monkeypatch, capsys):
     assert main(["config", "path"]) == 0

@@ -40,8 +40,8 @@ def test_schema_generated_from_signature_and_docstring():
     props = fn["parameters"]["properties"]
     assert props["path"] == {"type": "string",
                              "description": "File to count, relative to the working directory."}
-    assert props["unique"]["type"] == "boolean" and props["unique"]["default"] is False
-    assert props["mode"]["enum"] == ["fast", "exact"]
+    assert props["unique"] == {"type": "boolean", "description": "Count distinct words only."}
+    assert props["mode"]["enum"] == ["fast", "exact"] and props["mode"]["default"] == "fast"
     assert fn["parameters"]["required"] == ["path"]
     assert "_index" not in props and "response" not in props
 
@@ -62,6 +62,24 @@ def test_agent_does_not_offer_disabled_user_tools_or_web_tools_without_a_browser
     names = {s["function"]["name"] for s in agent.tools_schema()}
     assert "ask_user" not in names and "web_scan" not in names and "file_read" in names
     assert "no-chromium" in agent.unavailable["web_execute_js"]
+
+
+BUILTIN_TOOLS_BUDGET_TOKENS = 1500  # SPEC §12: the built-in tools, browser tools included
+
+
+def test_builtin_tools_with_the_browser_tools_cost_at_most_1500_tokens(home):
+    from llmcore.scripted import ScriptedClient
+    from tools.spec import schema_tokens
+    from tools.web import BrowserConfig
+
+    agent = GenericAgent(ScriptedClient([]), home=home, browser=BrowserConfig(mode="attach"))
+    schemas = agent.tools_schema()
+    assert {"web_scan", "web_execute_js"} <= {s["function"]["name"] for s in schemas}
+    assert sum(map(schema_tokens, schemas)) <= BUILTIN_TOOLS_BUDGET_TOKENS
+    # no optional flag or empty text spells out its default
+    for schema in schemas:
+        for prop in schema["function"]["parameters"]["properties"].values():
+            assert prop.get("default", True) not in (False, ""), schema["function"]["name"]
 
 
 def test_every_builtin_tool_has_chinese_texts():

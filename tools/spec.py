@@ -22,6 +22,7 @@ from typing import Any, Callable, Literal
 from agent_loop import StepOutcome
 
 RUNTIME_PARAMS = ("response", "_index", "_tool_num")
+SCHEMA_CHARS_PER_TOKEN = 4  # the tool-list economy's measure (SPEC §12): JSON chars / 4
 _TRUE = {"true", "1", "yes", "y", "on"}
 _FALSE = {"false", "0", "no", "n", "off", "", "none", "null"}
 
@@ -155,6 +156,12 @@ def _coerce_list(value: Any, ann: Any) -> list:
     return [coerce(v, inner[0]) for v in value] if inner else value
 
 
+def unspoken(default: Any) -> bool:
+    """A default the schema need not spell out: an optional flag is off, an optional
+    text empty, an optional value absent."""
+    return default is None or default is False or default == ""
+
+
 def _build_spec(fn: Callable, hidden: bool) -> tuple[ToolSpec, dict, set]:
     if not fn.__name__.startswith("do_"):
         raise TypeError(f"@tool needs a do_<name> method, got {fn.__name__}")
@@ -176,7 +183,7 @@ def _build_spec(fn: Callable, hidden: bool) -> tuple[ToolSpec, dict, set]:
         props[p.name] = dict(type_schema(hints[p.name]), description=texts.get(p.name, ""))
         if p.default is inspect.Parameter.empty:
             required.append(p.name)
-        elif p.default is not None:
+        elif not unspoken(p.default):
             props[p.name]["default"] = p.default
     spec = ToolSpec(name, description, props, tuple(required), hidden)
     return spec, anns, runtime
@@ -260,3 +267,8 @@ def tools_schema(handler_cls: type, lang: str = "en", disabled: tuple = (),
         texts = (translations or {}).get(spec.name, {}) if lang != "en" else {}
         out.append(spec.schema(texts.get("description"), texts.get("params")))
     return out
+
+
+def schema_tokens(schema: dict) -> int:
+    """What one tool's schema adds to every request, in tokens (its JSON's chars / 4)."""
+    return -(-len(json.dumps(schema, ensure_ascii=False)) // SCHEMA_CHARS_PER_TOKEN)

@@ -176,64 +176,53 @@ TABLES = {"en": EN, "zh": ZH}
 # Chinese tool texts; English lives in each tool's docstring.
 TOOL_TEXT_ZH: dict[str, dict] = {
     "code_run": {
-        "description": (
-            "执行代码（python 以临时文件运行，bash 运行命令）。不要在"
-            "代码中放大量数据，需要时读写文件。后台进程在 agent 退出时结束；"
-            "需在其后继续运行的服务请用 `setsid CMD &` 启动。"
-        ),
-        "params": {"script": "要运行的代码；省略时运行回复中最后一个对应语言的代码块",
-                   "type": "python、bash 或 powershell", "timeout": "超时秒数（最多 600）",
+        "description": ("运行 python（临时文件）或 bash。大量数据放在文件里，不要写进代码。"
+                        "后台进程随 agent 结束；`setsid CMD &` 可让服务继续运行。"),
+        "params": {"script": "代码；省略时运行你回复中最后一个 ```python/```bash 代码块",
+                   "type": "语言", "timeout": "超时秒数，到时结束其进程组（最多 600）",
                    "cwd": "运行目录，相对于工作目录",
-                   "inline_eval": "在进程内执行 python（可访问 handler 与 agent），"
-                                  "其打印内容会返回。不要在其中启动进程（请用普通 code_run）"}},
+                   "inline_eval": "在 agent 进程内运行 python（可用 handler、agent），"
+                                  "返回其打印内容。不要在其中启动进程"}},
     "file_read": {
-        "description": (
-            "读取文本文件，带行号。有 keyword 时返回其首次出现（忽略"
-            "大小写）附近的内容。图像文件（PNG、JPEG、WebP、GIF）以图像返回。"
-        ),
+        "description": "读取文本文件（带行号），或以图像读取图像文件（PNG、JPEG、WebP、GIF）。",
         "params": {"path": "文件路径", "start": "起始行（从 1 开始）", "count": "读取行数",
-                   "keyword": "要定位的关键词", "show_linenos": "是否显示行号"}},
+                   "keyword": "改为显示其首次出现（忽略大小写）附近的行",
+                   "show_linenos": "显示行号"}},
     "file_write": {
-        "description": (
-            "整体写文件（精细修改用 file_patch）。内容放 content 参数"
-            "，或回复中的 <file_content> 块。"
-        ),
-        "params": {"path": "文件路径", "content": "要写入的内容；可含 {{file:路径:起:止}} 引用",
-                   "mode": "overwrite、append 或 prepend"}},
+        "description": ("整体写文件（小改动用 file_patch）。内容取 content，"
+                        "否则取你回复中的 <file_content>...</file_content> 块。"),
+        "params": {"path": "文件路径，相对于工作目录",
+                   "content": "内容；{{file:路径:起:止}} 插入该文件的这些行",
+                   "mode": "写入位置"}},
     "file_patch": {
-        "description": "把文件中唯一的一段 old_content 替换为 new_content。",
-        "params": {"path": "文件路径", "old_content": "要替换的原文（须唯一匹配）",
-                   "new_content": "新文本"}},
+        "description": "把文件中唯一出现的 old_content 替换为 new_content。",
+        "params": {"path": "文件路径，相对于工作目录", "old_content": "要替换的原文（须完全一致）",
+                   "new_content": "新文本；{{file:路径:起:止}} 插入该文件的这些行"}},
     "update_working_checkpoint": {
-        "description": (
-            "更新工作记忆：任务的关键信息与相关 SOP，之后每轮都会带上"
-            "。只在有新的关键事实时调用。"
-        ),
-        "params": {"key_info": "后续需要记住的要点（空字符串清空）",
-                   "related_sop": "相关 SOP 文件路径"}},
+        "description": "保存本任务后续要记住的事实，之后每轮都会带上。只在有新的关键事实时调用。",
+        "params": {"key_info": "关键事实、目标与约束（空字符串清空）",
+                   "related_sop": "本任务遵循的 SOP 路径"}},
     "ask_user": {
-        "description": "向用户提问并等待回答（结束本轮运行）。",
-        "params": {"question": "问题", "candidates": "可选的候选答案"}},
+        "description": "向用户提问并等待回答。",
+        "params": {"question": "问题", "candidates": "可选的答案"}},
     "web_scan": {
-        "description": (
-            "查看浏览器：标签页列表和当前页面的文本，可交互元素编号为 [N]（在 web_execute_js 中"
-            "用 ga(N) 引用）。也可切换标签页。"),
-        "params": {"tabs_only": "只列出标签页，不读页面（省 token）",
-                   "switch_tab_id": "先切换到此标签页 id（见 tabs 列表）",
+        "description": ("查看浏览器：标签页和当前页面的文本，可交互元素编号为 [N]"
+                        "（在 web_execute_js 中用 ga(N)）。"),
+        "params": {"tabs_only": "只列出标签页（省 token）",
+                   "switch_tab_id": "先切换到此标签页",
                    "text_only": "纯文本，不带 [N] 标记",
-                   "viewport": "只读可见屏幕附近的内容（先用 JS 滚动到那里）",
-                   "screenshot": "同时返回可见屏幕的截图（布局、图表、canvas）"}},
+                   "viewport": "只读可见屏幕附近的内容",
+                   "screenshot": "同时返回可见屏幕的截图"}},
     "web_execute_js": {
         "description": (
-            "在当前页面执行 JavaScript，完全控制浏览器：导航、点击、填写、读取。支持顶层 "
-            "await；返回最后一个表达式的值（或 return 的值），并报告引起的 DOM 变化、导航、新标签页"
-            "和对话框。ga(N) 是上次 web_scan 的元素 [N]。导航后，在下一次调用中操作新页面。"),
-        "params": {"script": "JavaScript 代码或 .js 文件路径；省略时运行回复中最后一个 "
-                             "```javascript 代码块",
-                   "switch_tab_id": "在此标签页 id 中运行（并切换过去）",
+            "在当前页面运行 JavaScript：导航、点击、填写、读取。支持顶层 await；返回最后的值"
+            "（或 return 的值），以及引起的 DOM 变化、导航、新标签页和对话框。ga(N) 是上次 "
+            "web_scan 的元素 [N]。导航后，在下一次调用中操作新页面。"),
+        "params": {"script": "JS 代码或 .js 路径；省略时运行你回复中最后一个 ```javascript 代码块",
+                   "switch_tab_id": "在此标签页运行（并切换过去）",
                    "save_to_file": "把完整返回值写入此文件，只返回预览",
-                   "no_monitor": "不等待也不报告 DOM 变化（更快）",
-                   "timeout": "超时秒数，超时后终止脚本"}},
+                   "no_monitor": "不等待 DOM 变化（更快）",
+                   "timeout": "超时秒数，到时停止脚本"}},
     "start_long_term_update": {
         "description": "任务完成后，把经过验证、长期有效的事实提炼进长期记忆。",
         "params": {}},
