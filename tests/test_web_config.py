@@ -54,7 +54,7 @@ def test_a_missing_configured_browser_is_offered_and_its_hint_reaches_stderr(tmp
     cfg.write_text(yaml.safe_dump({"browser": {"executable": str(missing)}}))
     assert main(["--config", str(cfg), "tools"]) == 0
     listed = capsys.readouterr().out
-    assert re.search(r"^web_scan +built-in +offered$", listed, re.M), listed
+    assert re.search(r"^web_scan +built-in +\d+ tokens +offered$", listed, re.M), listed
     steps = [{"text": "<summary>look</summary>", "tool_calls": [
                  {"name": "web_scan", "args": {}},
                  {"name": "code_run", "args": {"script": "print('CODE-RAN')"}}]},
