@@ -262,7 +262,9 @@ def _nesting(value: Any) -> int:
     return deepest
 
 
-def _parse_calls(response) -> list[dict]:
+def _parse_calls(response, redact: Callable[[str], str] | None = None) -> list[dict]:
+    """The reply's calls; a call whose arguments are no JSON object is a ``bad_json`` call
+    holding them raw (redacted here: its message shows them shortened)."""
     if not response.tool_calls:
         return [{"tool_name": "no_tool", "args": {}, "id": "", "internal": True}]
     calls = []
@@ -277,7 +279,8 @@ def _parse_calls(response) -> list[dict]:
             error += CUT_CALL
         if error:
             calls.append({"tool_name": "bad_json", "id": tc.id, "called": name,
-                          "args": {"name": name, "raw": raw, "error": error}})
+                          "args": {"name": name, "raw": redact(raw) if redact else raw,
+                                   "error": error}})
         else:
             calls.append({"tool_name": name, "args": args, "id": tc.id,
                           "reserved": name in RESERVED_TOOLS})
@@ -412,7 +415,7 @@ def agent_runner_loop(client, system_prompt: str, user_input: str | list[dict], 
         hooks.fire("llm_after", ctx)
         if handler.exit_request:  # e.g. aborted while the model was streaming
             break
-        tool_calls = _parse_calls(response)
+        tool_calls = _parse_calls(response, redact)
         tool_results, next_prompts, exit_reason = yield from _run_calls(
             handler, response, tool_calls, max_calls_per_turn, redact)
         if handler.exit_request:

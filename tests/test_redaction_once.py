@@ -10,13 +10,20 @@ from pathlib import Path
 import pytest
 import yaml
 from llm_server import Reply, llm_server, write_config
+from web_site import web_browser, web_site
 
 from frontends.cli import main
+from ga import CODE_OUTPUT_CHARS, GenericAgent
 from llmcore.config import load_config
+from llmcore.scripted import ScriptedClient
 from llmcore.secrets import MASK, Redactor
+from tools.files import MAX_LINE_CHARS
+from tools.web.execute import web_execute_js
+from tools.web.scan import URL_CHARS, web_scan
 
-__all__ = ["llm_server"]
+__all__ = ["llm_server", "web_browser", "web_site"]
 KEY = "key-of-profile-b-22222222"
+TOKEN = "tok-Q1w2E3r4T5y6U7i8O9p0"  # every 8 characters of it are found nowhere else
 PASSWORD = "gw-s3cret-pass"  # basic-auth password of a gateway, in its base_url
 
 
@@ -144,5 +151,55 @@ def test_a_short_key_from_an_sdk_variable_is_not_masked_in_text(monkeypatch):
     assert redact("start lm-studio, token tok-12345678") == f"start lm-studio, token {MASK}"
 
 
-def json_lines(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+# ---- redact, then shorten ----------------------------------------------------------------
+def pieces(text: str, secret: str = TOKEN, size: int = 8) -> list[str]:
+    """The parts of ``secret`` (``size`` characters or more) that ``text`` shows."""
+    return [secret[i:i + size] for i in range(len(secret) - size + 1) if secret[i:i + size] in text]
+
+
+def sent_result(client: ScriptedClient) -> str:
+    return client.calls[1]["messages"][0]["tool_results"][0]["content"]
+
+
+def test_code_output_is_masked_before_its_head_is_cut(home):
+    head = (CODE_OUTPUT_CHARS - 40) // 2  # the head Output keeps (tools/code_run.py)
+    code = f"print('x' * {head - 10} + {TOKEN!r} + 'y' * {2 * CODE_OUTPUT_CHARS})"
+    client = ScriptedClient([{"tool_calls": [{"name": "code_run", "args": {"script": code}}]},
+                             {"text": "ran"}])
+    agent = GenericAgent(client, home=home, cwd=Path.cwd(), redactor=Redactor([TOKEN]))
+    events = list(agent.run_task("print it"))
+    sent = sent_result(client)
+    assert "chars omitted" in sent and f"xx{MASK}" in sent and not pieces(sent)
+    assert not pieces(json.dumps(events))
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_inline_output_and_long_lines_are_masked_before_they_are_cut(home, inline):
+    line = "a" * (MAX_LINE_CHARS - 10) + TOKEN + "b" * 100
+    Path("wide.txt").write_text(line + "\n")
+    call = ({"name": "code_run", "args": {"inline_eval": True, "script": (
+        f"print('x' * {(CODE_OUTPUT_CHARS - 40) // 2 - 10} + {TOKEN!r} + 'y' * 30000)")}}
+            if inline else {"name": "file_read", "args": {"path": "wide.txt"}})
+    client = ScriptedClient([{"tool_calls": [call]}, {"text": "read"}])
+    agent = GenericAgent(client, home=home, cwd=Path.cwd(), redactor=Redactor([TOKEN]))
+    list(agent.run_task("read it"))
+    sent = sent_result(client)
+    assert MASK in sent and not pieces(sent)
+    assert ("chars omitted" if inline else "[TRUNCATED]") in sent
+
+
+def test_the_agent_gives_its_browser_its_redactor(home):
+    agent = GenericAgent(ScriptedClient([]), home=home, redactor=Redactor([TOKEN]))
+    assert agent.browser.redact is agent.redactor  # built, not started
+
+
+def test_a_tab_url_is_masked_before_it_is_shortened(web_browser, web_site, monkeypatch):
+    monkeypatch.setattr(web_browser, "redact", Redactor([TOKEN]))
+    url = web_site(f"/nav1.html?token={TOKEN}&page=2")
+    assert url.index(TOKEN) < URL_CHARS < url.index(TOKEN) + len(TOKEN)  # the cut is inside
+    went = web_execute_js(web_browser, f"location.href = {json.dumps(url)}", no_monitor=True)
+    assert went["status"] == "success" and not pieces(json.dumps(went))
+    listed = web_scan(web_browser, tabs_only=True)
+    assert "token=***" in listed and not pieces(listed)
+    shown = web_execute_js(web_browser, "location.href + ' ' + 'z'.repeat(20000)", budget=2000)
+    assert "chars omitted" in json.dumps(shown) and not pieces(json.dumps(shown))
