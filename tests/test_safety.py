@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import time
@@ -382,6 +383,7 @@ def test_a_home_that_fills_up_is_reported_once_and_the_task_ends(small_home, tmp
     assert proc.stderr.count("cannot write the session journal") == 1
     assert proc.stderr.count("archiving the session in L4 failed") == 1
     assert "was not saved" in proc.stderr and "Traceback" not in proc.stderr
+    assert not re.search(r"[^\n]ga: ", proc.stderr)  # no diagnostic glued to streamed text
 
 
 @needs_root

@@ -1,0 +1,132 @@
+"""Untrusted text reaches no terminal raw (SPEC §4), tried through a real pseudo-terminal:
+escape sequences in model text, command output, file contents and file names are shown
+escaped, in live output, tool lines, the final answer and ``ga sessions show``; and a
+diagnostic never lands on the line of a streamed answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+import yaml
+
+from frontends.terminal import inert, inert_data, json_line
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 60
+CLEAR = "\x1b[2J"  # clears the screen
+TITLE = "\x1b]0;pwned\x07"  # sets the window title
+CLIPBOARD = "\x1b]52;c;aGk=\x07"  # writes the clipboard
+CSI8 = "\u009b2J"  # the 8-bit form of CLEAR
+RAW = (b"\x1b[2J", b"\x1b]", b"\x07", b"\xc2\x9b", b"\x08")  # none may reach the terminal
+EVIL_NAME = "notes\x1b[2J.txt"
+
+
+def env_for(home: Path) -> dict:
+    return {**os.environ, "GA_HOME": str(home), "PYTHONPATH": str(ROOT), "GA_LANG": "en"}
+
+
+@pytest.fixture
+def model(tmp_path) -> str:
+    """A model whose text, tool output, file contents and file name carry escapes."""
+    (tmp_path / EVIL_NAME).write_text(f"line one {CLEAR}{CLIPBOARD}\nline two\x08\x08\x08XX\n")
+    steps = [
+        {"text": f"<summary>look{TITLE}</summary>Reading {CLEAR}now{CSI8}",
+         "tool_calls": [
+             {"name": "file_read", "args": {"path": EVIL_NAME}},
+             {"name": "code_run", "args": {"type": "bash", "script": (
+                 "printf 'out \\033[2J \\033]52;c;aGk=\\007 \\302\\2332J done\\n'")}}]},
+        {"text": f"All done {CLEAR}{TITLE}{CSI8} end"}]
+    path = tmp_path / "model.yaml"
+    path.write_text(yaml.safe_dump(steps))
+    return f"scripted:{path}"
+
+
+def on_a_terminal(argv: list[str], home: Path, cwd: Path) -> bytes:
+    """What a terminal would get from ``ga ARGV`` (stdout and stderr both on it)."""
+    child = pexpect.spawn(sys.executable, [str(ROOT / "ga.py"), *argv], env=env_for(home),
+                          cwd=str(cwd), timeout=TIMEOUT, dimensions=(40, 200))
+    shown = child.read()
+    child.close()
+    assert child.exitstatus == 0, shown
+    return shown
+
+
+def assert_inert(shown: bytes) -> str:
+    for raw in RAW:
+        assert raw not in shown, (raw, shown)
+    return shown.decode("utf-8")
+
+
+@pytest.mark.parametrize("flags", [[], ["-v"]])
+def test_escape_sequences_reach_the_terminal_escaped(tmp_path, home, model, flags):
+    shown = assert_inert(on_a_terminal(["-m", model, *flags, "look"], home, tmp_path))
+    assert "Reading \\x1b[2Jnow\\x9b2J" in shown  # the live reply
+    assert "notes\\x1b[2J.txt" in shown  # the tool line
+    assert "out \\x1b[2J \\x1b]52;c;aGk=\\x07 \\x9b2J done" in shown  # command output
+    assert "All done \\x1b[2J\\x1b]0;pwned\\x07\\x9b2J end" in shown  # the answer
+    if flags:  # the file's contents in the result panel
+        assert "line one \\x1b[2J\\x1b]52;c;aGk=\\x07" in shown and "\\x08\\x08\\x08XX" in shown
+    (journal,) = (home / "sessions").glob("*.jsonl")
+    assert CLEAR in journal.read_text(encoding="utf-8") or "\\u001b[2J" in journal.read_text()
+    session = assert_inert(on_a_terminal(["sessions", "show", "-v", journal.stem], home,
+                                         tmp_path))
+    assert "Reading \\x1b[2Jnow" in session and "All done \\x1b[2J" in session
+    assert '"notes\\\\x1b[2J.txt"' in session  # the call's arguments, as JSON
+    assert "line one \\x1b[2J" in session
+    journal.unlink()
+
+
+def test_piped_output_carries_no_escape_either(tmp_path, home, model):
+    proc = subprocess.run([sys.executable, str(ROOT / "ga.py"), "-m", model, "look"],
+                          cwd=tmp_path, env=env_for(home), capture_output=True, timeout=TIMEOUT,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    for stream in (proc.stdout, proc.stderr):
+        assert b"\x1b" not in stream and b"\x07" not in stream and b"\xc2\x9b" not in stream
+    assert proc.stdout.decode() == "All done \\x1b[2J\\x1b]0;pwned\\x07\\x9b2J end\n"
+
+
+def test_json_lines_escape_every_control_character(tmp_path, home, model):
+    proc = subprocess.run([sys.executable, str(ROOT / "ga.py"), "-m", model, "--json", "look"],
+                          cwd=tmp_path, env=env_for(home), capture_output=True, timeout=TIMEOUT,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert b"\x1b" not in proc.stdout and b"\xc2\x9b" not in proc.stdout
+    events = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    assert events[-1]["text"] == f"All done {CLEAR}{TITLE}{CSI8} end"  # the data is intact
+
+
+def test_inert_escapes_controls_and_keeps_text():
+    assert inert(f"a{CLEAR}b\r\nc\td\x7f{CSI8}\u00e9") == "a\\x1b[2Jb\nc\td\\x7f\\x9b2J\u00e9"
+    assert inert(inert(CLEAR)) == inert(CLEAR)
+    assert inert_data({CLEAR: [TITLE, 3]}) == {"\\x1b[2J": ["\\x1b]0;pwned\\x07", 3]}
+    assert json_line(json.dumps(CSI8, ensure_ascii=False)) == '"\\u009b2J"'
+
+
+# ---- a diagnostic never shares the line of a streamed answer -----------------------------
+@pytest.fixture
+def unarchivable(home, tmp_path) -> str:
+    """A home whose L4 archive cannot be written, and a model whose answer ends unended."""
+    (home / "memory").mkdir(parents=True)
+    (home / "memory" / "L4_raw_sessions").write_text("a file where the archive folder goes")
+    path = tmp_path / "model.yaml"
+    path.write_text(yaml.safe_dump([{"text": "done all"}]))
+    return f"scripted:{path}"
+
+
+def test_a_diagnostic_after_a_streamed_answer_starts_its_own_line(tmp_path, home,
+                                                                   unarchivable):
+    proc = subprocess.run([sys.executable, str(ROOT / "ga.py"), "-m", unarchivable, "go"],
+                          cwd=tmp_path, env=env_for(home), capture_output=True, text=True,
+                          timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert "archiving the session in L4 failed" in proc.stderr
+    assert "allga:" not in proc.stderr and "done all\nga: archiving" in proc.stderr
+    shown = on_a_terminal(["-m", unarchivable, "go"], home, tmp_path).decode()
+    assert "allga:" not in shown and "done all\r\nga: " in shown
