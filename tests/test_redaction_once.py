@@ -123,6 +123,16 @@ def test_base_url_credentials_are_masked_in_errors_journal_logs_and_config(home,
     assert "at http://***@127.0.0.1" in out and PASSWORD not in out
 
 
+def test_a_key_a_server_echoes_is_masked_before_its_error_is_shortened(home, llm_server,
+                                                                      capsys):
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m",
+                                            "api_key": TOKEN, "max_retries": 0})
+    llm_server.queue(Reply(status=401, message="x" * 290 + f" {TOKEN} is not a valid key"))
+    assert main(["--config", cfg, "-m", "p", "hi"]) == 1
+    err = capsys.readouterr().err
+    assert f"x {MASK}" in err and not pieces(err) and not pieces(stored(home))
+
+
 # ---- short local keys ----------------------------------------------------------------------
 def test_a_short_local_key_does_not_corrupt_text(config, home, tmp_path, capsys):
     redact = Redactor.from_config(load_config(config, required=True), environ={})
