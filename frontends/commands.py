@@ -247,6 +247,7 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
 def print_browser(cfg: Config) -> list[str]:
     """The browser the web tools would use, or why there is none (bad keys: ConfigError);
     returns the problems: a browser named (``browser.executable``, $GA_CHROMIUM) but missing."""
+    from llmcore.secrets import mask_userinfo
     from tools.web import BrowserConfig, BrowserUnavailable, unavailable_reason
 
     browser = BrowserConfig.from_dict(cfg.browser, cfg.path)
@@ -254,7 +255,7 @@ def print_browser(cfg: Config) -> list[str]:
     if reason:
         print(f"browser: none, the web tools are not offered: {reason}")
     elif browser.attach:
-        print(f"browser: attach to {browser.cdp_url or 'http://127.0.0.1:9222'}")
+        print(f"browser: attach to {mask_userinfo(browser.cdp_url or 'http://127.0.0.1:9222')}")
     else:
         print(f"browser: launch {browser.find_executable()}")
     if browser.attach or not browser.named_executable():

@@ -118,9 +118,12 @@ def test_base_url_credentials_are_masked_in_errors_journal_logs_and_config(home,
     err = capsys.readouterr().err
     assert "http://***@127.0.0.1" in err and PASSWORD not in err
     assert "http://***@127.0.0.1" in stored(home) and PASSWORD not in stored(home)
+    data["browser"] = {"cdp_url": f"http://bob:{PASSWORD}@127.0.0.1:9333"}
+    Path(cfg).write_text(yaml.safe_dump(data))
     assert main(["--config", cfg, "-m", "p", "config", "check"]) == 0
     out = capsys.readouterr().out
     assert "at http://***@127.0.0.1" in out and PASSWORD not in out
+    assert "attach to http://***@127.0.0.1:9333" in out
 
 
 def test_a_key_a_server_echoes_is_masked_before_its_error_is_shortened(home, llm_server,
