@@ -110,10 +110,22 @@ def neutralise_markers(text: str, tags: tuple[str, ...] = ()) -> str:
     """``text`` with the runtime's markers made inert: ``<key_info>`` becomes
     ``&lt;key_info>`` and ``[MASTER]`` becomes ``\\[MASTER\\]``; the words stay readable.
     ``tags``: more tag names made inert alike (the block the text is put in)."""
-    if tags:
-        text = _tag_re(tags).sub(r"&lt;\1", text)
-    text = _MARKER_TAG.sub(r"&lt;\1", text)
-    return _MARKER_WORD.sub(r"\\[\1\\]", text)
+    if "<" in text:  # a plain check first: most output holds no marker at all
+        if tags:
+            text = _tag_re(tags).sub(_escaped_tag, text)
+        text = _MARKER_TAG.sub(_escaped_tag, text)
+    if "[" in text:
+        text = _MARKER_WORD.sub(_escaped_word, text)
+    return text
+
+
+# functions, not templates: re hashes a pattern (long ones here) for each template use
+def _escaped_tag(m: re.Match) -> str:
+    return "&lt;" + m.group(1)
+
+
+def _escaped_word(m: re.Match) -> str:
+    return f"\\[{m.group(1)}\\]"
 
 
 @functools.lru_cache(maxsize=8)
@@ -130,7 +142,7 @@ def escaped_markers(data: Any) -> list[str]:
     if isinstance(data, (list, tuple)):
         found = [name for item in data for name in escaped_markers(item)]
         return sorted(set(found), key=found.index)
-    if not isinstance(data, str):
+    if not isinstance(data, str) or ("<" not in data and "[" not in data):
         return []
     tags = {_plain(m.group(1)).replace("/", " ").split()[0].lower()
             for m in _MARKER_TAG.finditer(data)}

@@ -90,6 +90,8 @@ class Redactor:
         self._first = re.compile("[" + "".join(map(re.escape, self._by_first)) + "]"
                                  if self.secrets else r"(?!)")
         self.longest = len(self.secrets[0]) if self.secrets else 0
+        # a text shorter than this holds no known secret and no key shape (a dict key…)
+        self.shortest = min([KEY_SHAPE_MIN, *map(len, self.secrets)])
 
     @classmethod
     def from_config(cls, cfg: Config | None, policy: EnvPolicy | None = None,
@@ -116,8 +118,11 @@ class Redactor:
     def may_hold_secret(self, text: str) -> bool:
         """A plain substring search first: most text (a 16 KB tool output) holds none, and
         the regex costs many times more per character."""
-        return (KEY_SHAPE_START in text or ("@" in text and "://" in text)
-                or any(s in text for s in self.secrets))
+        if "@" in text and "://" in text:  # a URL's user-info, maybe
+            return True
+        if len(text) < self.shortest:
+            return False
+        return KEY_SHAPE_START in text or any(s in text for s in self.secrets)
 
     def data(self, value: Any) -> Any:
         """``value`` with every string inside it (dict keys and values, list items) masked."""
