@@ -5,6 +5,7 @@ diagnostic never lands on the line of a streamed answer."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -150,3 +151,51 @@ def test_a_log_line_from_another_thread_ends_the_line_left_open(capsys):
     finally:
         restore()
     assert capsys.readouterr().err == "done all\nga: archiving the session in L4 failed\n"
+
+
+# ---- listings and the REPL ---------------------------------------------------------------
+def test_session_listings_and_exports_show_escapes_escaped(tmp_path, home, capsys):
+    from frontends.cli import main
+
+    model = tmp_path / "m.yaml"
+    model.write_text(yaml.safe_dump([{"text": f"ok {CSI8}"}]))
+    assert main(["-m", f"scripted:{model}", f"look {CLEAR}{TITLE} here"]) == 0
+    capsys.readouterr()
+    assert main(["sessions"]) == 0
+    out = capsys.readouterr().out
+    assert "look \\x1b[2J\\x1b]0;pwned\\x07 here" in out and "\x1b" not in out
+    assert main(["sessions", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and json.loads(out)["first_prompt"] == f"look {CLEAR}{TITLE} here"
+    (journal,) = (home / "sessions").glob("*.jsonl")
+    assert main(["sessions", "export", journal.stem]) == 0
+    out = capsys.readouterr().out
+    assert "\u009b" not in out and CSI8 in json.dumps(json.loads(out), ensure_ascii=False)
+
+
+def test_the_repl_shows_escapes_escaped(tmp_path, home):
+    first = tmp_path / "first.yaml"
+    first.write_text(yaml.safe_dump([{"text": "noted"}]))
+    assert subprocess.run([sys.executable, str(ROOT / "ga.py"), "-m", f"scripted:{first}",
+                           f"earlier {CLEAR} task"], cwd=tmp_path, env=env_for(home),
+                          capture_output=True, timeout=TIMEOUT,
+                          stdin=subprocess.DEVNULL).returncode == 0
+    repl = tmp_path / "repl.yaml"
+    repl.write_text(yaml.safe_dump([{"text": f"Live {CLEAR}{TITLE} reply{CSI8} end"}]))
+    child = pexpect.spawn(sys.executable, [str(ROOT / "ga.py"), "-m", f"scripted:{repl}"],
+                          env=env_for(home), cwd=str(tmp_path), timeout=TIMEOUT,
+                          dimensions=(30, 160))
+    child.logfile_read = shown = io.BytesIO()
+    child.expect(b"ga> ")
+    child.sendline(b"/resume")
+    child.expect(b"session> ")
+    child.sendline(b"")
+    child.expect(b"ga> ")
+    child.sendline(b"go")
+    child.expect(b"tokens: ")  # the status line after the reply
+    child.expect(b"ga> ")
+    child.sendline(b"/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    text = assert_inert(shown.getvalue())
+    assert "earlier \\x1b[2J task" in text and "Live \\x1b[2J\\x1b]0;pwned\\x07 reply" in text
