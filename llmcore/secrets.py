@@ -39,7 +39,7 @@ KEY_RUN_CHARS = string.ascii_letters + string.digits + "_-"  # the characters of
 # a URL's user-info (user:pass, a token as user name): after "://", up to the "@"
 _USERINFO_RE = re.compile(r"(?<=://)[^\s/?#@]+(?=@)")
 _USERINFO_END = re.compile(r"[\s/?#@]")  # a character that ends a user-info (or the chance of one)
-_URL_BEGUN = re.compile(r":/?\Z")  # a tail that may grow into "://"
+URL_BEGUN = (":/", ":")  # tails that may grow into "://"
 USERINFO_MAX_CHARS = 512  # a longer run after "://" is not held back as a possible user-info
 
 
@@ -268,8 +268,10 @@ def _userinfo_from(ctx: str, base: int) -> int:
     at = ctx.rfind("://", max(base, end - USERINFO_MAX_CHARS))
     if at >= 0 and not _USERINFO_END.search(ctx, at + 3):
         return at
-    begun = _URL_BEGUN.search(ctx, max(base, end - 2))
-    return begun.start() if begun else end
+    for tail in URL_BEGUN:
+        if ctx.endswith(tail) and end - len(tail) >= base:
+            return end - len(tail)
+    return end
 
 
 def _inside(pos: int, found: list[re.Match]) -> bool:
