@@ -15,6 +15,7 @@ exception a tool raised, else None).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -45,9 +46,25 @@ TOO_MANY_CALLS = ("[Error] not run: a reply may make at most {n} tool calls and 
 # The runtime's own prompt markers; tool output that contains them is neutralised (SPEC §4).
 MARKER_TAGS = ("key_info", "history", "earlier_context", "tool_result", "tool_use", "tool_call")
 MARKER_WORDS = ("MASTER", "DANGER", "WORKING MEMORY", "SYSTEM", "SYSTEM TIPS")
+# characters a reader does not see (zero-width, joiners, direction marks, soft hyphen, BOM):
+# a marker with them inside still reads as the marker
+INVISIBLE = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
+_INVISIBLE_RE = re.compile(f"[{INVISIBLE}]")
+
+
+def marker_pattern(name: str) -> str:
+    """The regex source of a marker name as a reader would take it: any case (the caller's
+    flag), invisible characters anywhere in it, any run of spaces where it has one."""
+    gap, space = f"[{INVISIBLE}]*", f"[\\s{INVISIBLE}]+"
+    return gap.join(space if c == " " else re.escape(c) for c in name)
+
+
+MARKER_SPACE = f"[\\s{INVISIBLE}]*"
+MARKER_TAG_NAMES = "|".join(map(marker_pattern, MARKER_TAGS))
+MARKER_WORD_NAMES = "|".join(map(marker_pattern, MARKER_WORDS))
 # only the "<" is escaped: a tag needs no ">" near it to act as one, so none is looked for
-_MARKER_TAG = re.compile(rf"<(\s*/?\s*(?:{'|'.join(MARKER_TAGS)}))\b", re.I)
-_MARKER_WORD = re.compile(rf"\[(\s*(?:{'|'.join(MARKER_WORDS)})\s*)\]", re.I)
+_MARKER_TAG = re.compile(rf"<({MARKER_SPACE}/?{MARKER_SPACE}(?:{MARKER_TAG_NAMES}))(?!\w)", re.I)
+_MARKER_WORD = re.compile(rf"\[({MARKER_SPACE}(?:{MARKER_WORD_NAMES}){MARKER_SPACE})\]", re.I)
 MARKERS_NOTE = ("[Note] Runtime markers in this output were escaped so they cannot act as "
                 "markers: {names} stand for the real characters of the source (without the "
                 "escapes). file_write and file_patch take the real text; file_patch also "
@@ -96,25 +113,52 @@ def bad_json_message(name: Any, raw: Any, error: Any) -> str:
             f"Arguments received: {preview!r}. Send the call again with a JSON object.")
 
 
-def neutralise_markers(text: str) -> str:
+def neutralise_markers(text: str, tags: tuple[str, ...] = ()) -> str:
     """``text`` with the runtime's markers made inert: ``<key_info>`` becomes
-    ``&lt;key_info>`` and ``[MASTER]`` becomes ``\\[MASTER\\]``; the words stay readable."""
-    text = _MARKER_TAG.sub(r"&lt;\1", text)
-    return _MARKER_WORD.sub(r"\\[\1\\]", text)
+    ``&lt;key_info>`` and ``[MASTER]`` becomes ``\\[MASTER\\]``; the words stay readable.
+    ``tags``: more tag names made inert alike (the block the text is put in)."""
+    if "<" in text:  # a plain check first: most output holds no marker at all
+        if tags:
+            text = _tag_re(tags).sub(_escaped_tag, text)
+        text = _MARKER_TAG.sub(_escaped_tag, text)
+    if "[" in text:
+        text = _MARKER_WORD.sub(_escaped_word, text)
+    return text
+
+
+# functions, not templates: re hashes a pattern (long ones here) for each template use
+def _escaped_tag(m: re.Match) -> str:
+    return "&lt;" + m.group(1)
+
+
+def _escaped_word(m: re.Match) -> str:
+    return f"\\[{m.group(1)}\\]"
+
+
+@functools.lru_cache(maxsize=8)
+def _tag_re(tags: tuple[str, ...]) -> re.Pattern[str]:
+    names = "|".join(map(marker_pattern, tags))
+    return re.compile(rf"<({MARKER_SPACE}/?{MARKER_SPACE}(?:{names}))(?!\w)", re.I)
 
 
 def escaped_markers(data: Any) -> list[str]:
-    """The runtime markers ``neutralise_markers`` escapes in ``data``, in their escaped form."""
+    """The runtime markers ``neutralise_markers`` escapes in ``data`` (dict keys included),
+    in their escaped form."""
     if isinstance(data, dict):
-        data = list(data.values())
+        data = [*(k for k in data if isinstance(k, str)), *data.values()]
     if isinstance(data, (list, tuple)):
         found = [name for item in data for name in escaped_markers(item)]
         return sorted(set(found), key=found.index)
-    if not isinstance(data, str):
+    if not isinstance(data, str) or ("<" not in data and "[" not in data):
         return []
-    tags = {m.group(1).replace("/", " ").split()[0].lower() for m in _MARKER_TAG.finditer(data)}
-    words = {" ".join(m.group(1).split()).upper() for m in _MARKER_WORD.finditer(data)}
+    tags = {_plain(m.group(1)).replace("/", " ").split()[0].lower()
+            for m in _MARKER_TAG.finditer(data)}
+    words = {" ".join(_plain(m.group(1)).split()).upper() for m in _MARKER_WORD.finditer(data)}
     return sorted(f"&lt;{tag}" for tag in tags) + sorted(f"\\[{w}\\]" for w in words)
+
+
+def _plain(text: str) -> str:
+    return _INVISIBLE_RE.sub("", text)
 
 
 def with_markers_note(data: Any, redact: Callable[[str], str] | None = None) -> Any:
@@ -132,11 +176,13 @@ def with_markers_note(data: Any, redact: Callable[[str], str] | None = None) -> 
 
 
 def tool_output(data: Any, redact: Callable[[str], str] | None = None) -> Any:
-    """Tool output as it may reach the model: every string in it redacted and neutralised."""
+    """Tool output as it may reach the model: every string in it (dict keys included)
+    redacted and neutralised."""
     if isinstance(data, str):
         return neutralise_markers(redact(data) if redact else data)
     if isinstance(data, dict):
-        return {k: tool_output(v, redact) for k, v in data.items()}
+        return {tool_output(k, redact) if isinstance(k, str) else k: tool_output(v, redact)
+                for k, v in data.items()}
     if isinstance(data, (list, tuple)):
         return [tool_output(v, redact) for v in data]
     return data
@@ -241,7 +287,9 @@ def _nesting(value: Any) -> int:
     return deepest
 
 
-def _parse_calls(response) -> list[dict]:
+def _parse_calls(response, redact: Callable[[str], str] | None = None) -> list[dict]:
+    """The reply's calls; a call whose arguments are no JSON object is a ``bad_json`` call
+    holding them raw (redacted here: its message shows them shortened)."""
     if not response.tool_calls:
         return [{"tool_name": "no_tool", "args": {}, "id": "", "internal": True}]
     calls = []
@@ -256,7 +304,8 @@ def _parse_calls(response) -> list[dict]:
             error += CUT_CALL
         if error:
             calls.append({"tool_name": "bad_json", "id": tc.id, "called": name,
-                          "args": {"name": name, "raw": raw, "error": error}})
+                          "args": {"name": name, "raw": redact(raw) if redact else raw,
+                                   "error": error}})
         else:
             calls.append({"tool_name": name, "args": args, "id": tc.id,
                           "reserved": name in RESERVED_TOOLS})
@@ -423,7 +472,7 @@ def _turns(client, handler, hooks: Hooks, ctx: dict, run: _Run, tools_schema,
                                                         ctx)
         if handler.exit_request:  # e.g. aborted while the model was streaming
             break
-        run.tool_calls = _parse_calls(response)
+        run.tool_calls = _parse_calls(response, redact)
         run.tool_results, next_prompts, exit_reason = yield from _run_calls(
             handler, response, run.tool_calls, max_calls, redact)
         if handler.exit_request:

@@ -160,12 +160,13 @@ class GenericAgentHandler(BaseHandler):
             result = yield from code_run(code, type, timeout, cwd=run_dir, abort=self.abort_event,
                                          max_output=budget,
                                          env=self.parent.env_policy.child_env(),
-                                         import_path=[self.memory.dir])
+                                         import_path=[self.memory.dir],
+                                         redact=self.parent.redactor)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     def _inline_eval(self, code: str, run_dir: Path, timeout: int, budget: int) -> dict:
         result = run_inline(code, {"handler": self, "agent": self.parent}, run_dir, timeout,
-                            self.abort_event, budget)
+                            self.abort_event, budget, self.parent.redactor)
         if result["status"] in ("timeout", "aborted"):  # the code was left running
             seconds = f"{result.get('timeout', 0):g}"
             result["msg"] = self.t(f"inline_{result['status']}", n=seconds)
@@ -191,7 +192,8 @@ class GenericAgentHandler(BaseHandler):
             return self._read_image(p, _index)
         budget = READ_OUTPUT_CHARS // max(_tool_num, 1)
         text = files.file_read(p, start=start, count=count, keyword=keyword,
-                               show_linenos=show_linenos, max_chars=budget, base=self.cwd)
+                               show_linenos=show_linenos, max_chars=budget, base=self.cwd,
+                               redact=self.parent.redactor)
         text = clip(text, budget)
         next_prompt = self._anchor(_index)
         if self.memory.is_memory_file(p):
@@ -600,7 +602,7 @@ class GenericAgent:
     def browser(self) -> Browser:
         """The web tools' browser: started (or attached) at the first web call."""
         if self._browser is None:
-            self._browser = Browser(self.browser_config, self.env_policy)
+            self._browser = Browser(self.browser_config, self.env_policy, self.redactor)
             weakref.finalize(self, self._browser.close)  # an agent dropped unclosed
         return self._browser
 
@@ -712,7 +714,7 @@ class GenericAgent:
             path = self.home / "prompts" / f"{stamp}-{abs(hash(query)) % 10**8}.txt"
             saved = self.redactor(query)  # a file under the home: masked like the journal
             if self.failures.attempt("saving the long prompt", atomic_write, path, saved):
-                query = self.texts("long_prompt", head=query[:500] + " ...", n=len(query),
+                query = self.texts("long_prompt", head=saved[:500] + " ...", n=len(query),
                                    path=path)
         return query
 

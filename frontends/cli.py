@@ -26,6 +26,7 @@ from .commands import (
     resolve_home,
 )
 from .task_input import task_text
+from .terminal import say
 
 if TYPE_CHECKING:
     from .journal import SessionState
@@ -183,16 +184,15 @@ def check_lone_word(args, argv: list[str]) -> None:
                       f"to run it as a task: {as_task}")
 
 
-class StderrHandler(logging.StreamHandler):
-    """Writes to whatever ``sys.stderr`` is at the time of the message."""
+class StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is at the time of the message, as ``say`` does:
+    on a line of its own, its text inert."""
 
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value) -> None:
-        pass  # always the current sys.stderr
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            say(self.format(record))
+        except (OSError, ValueError):  # stderr closed or gone: logging reports it its way
+            self.handleError(record)
 
 
 def setup_logging(verbose: bool) -> Callable[[], None]:
@@ -251,8 +251,7 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
     agent = make_agent(args, home, client, api, redactor)
     if state is not None:
         agent.restore(state.history, state.history_info, state.working, state.open_turn)
-        print(f"ga: resumed session {state.id} ({state.turns} turns, model {client.name})",
-              file=sys.stderr)
+        say(f"ga: resumed session {state.id} ({state.turns} turns, model {client.name})")
     journal = Journal(home, agent, state.id if state else None, state)
     session = Session(agent, home, journal,
                       lambda name: make_client(name, config_path=args.config, home=home,
@@ -328,7 +327,7 @@ def run_once(session: Session, task: str, render: Any) -> int:
     try:
         end = session.drain(events, render)
     except signals.STOPS as stop:
-        print(f"ga: {signals.describe(stop)}", file=sys.stderr)
+        say(f"ga: {signals.describe(stop)}")
         session.stop(events, stop, render)
         print_session_id(session)
         return signals.exit_code(stop)
@@ -436,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return run_main(argv)
         except signals.STOPS as stop:
-            print(f"ga: {signals.describe(stop)}", file=sys.stderr)
+            say(f"ga: {signals.describe(stop)}")
             return signals.exit_code(stop)
 
 
@@ -456,10 +455,10 @@ def run_main(argv: list[str] | None) -> int:
         args, extra = parsed
         return run_args(args, extra, argv)
     except ConfigError as e:
-        print(f"ga: {e}", file=sys.stderr)
+        say(f"ga: {e}")
         return 2
     except LLMError as e:
-        print(f"ga: {e}", file=sys.stderr)
+        say(f"ga: {e}")
         return 1
     except BrokenPipeError:  # stdout closed by the reader (e.g. `| head`): stop quietly
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115

@@ -322,6 +322,8 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
     from .mcp_cmd import config_problems
 
     problems += config_problems(cfg, args.mcp_config)
+    for line in short_keys(cfg):
+        print(f"note: {line}")
     for line in problems:
         print(f"problem: {line}")
     print("ok" if not problems else f"{len(problems)} problem(s)")
@@ -342,6 +344,7 @@ def import_command(args: argparse.Namespace, config_path: Path) -> int:
 def print_browser(cfg: Config) -> list[str]:
     """The browser the web tools would use, or why there is none (bad keys: ConfigError);
     returns the problems: a browser named (``browser.executable``, $GA_CHROMIUM) but missing."""
+    from llmcore.secrets import mask_userinfo
     from tools.web import BrowserConfig, BrowserUnavailable, unavailable_reason
 
     browser = BrowserConfig.from_dict(cfg.browser, cfg.path)
@@ -349,7 +352,7 @@ def print_browser(cfg: Config) -> list[str]:
     if reason:
         print(f"browser: none, the web tools are not offered: {reason}")
     elif browser.attach:
-        print(f"browser: attach to {browser.cdp_url or 'http://127.0.0.1:9222'}")
+        print(f"browser: attach to {mask_userinfo(browser.cdp_url or 'http://127.0.0.1:9222')}")
         return []
     try:
         exe = browser.find_executable()
@@ -366,6 +369,7 @@ def print_browser(cfg: Config) -> list[str]:
 def print_profiles(cfg: Config, model: str | None) -> list[str]:
     """One line per profile (keys only as set/unset); returns the problems found."""
     from llmcore.config import select
+    from llmcore.secrets import mask_userinfo
 
     profiles = dict(cfg.profiles)
     try:
@@ -384,10 +388,29 @@ def print_profiles(cfg: Config, model: str | None) -> list[str]:
             print(f"  {name}{mark}: mixin of {', '.join(prof.mixin)}")
             continue
         key, problem = key_status(prof, cfg.path)
-        where = f" at {prof.base_url}" if prof.base_url else ""
+        where = f" at {mask_userinfo(prof.base_url)}" if prof.base_url else ""
         print(f"  {name}{mark}: {prof.provider} {prof.model}{where}, key {key}")
         problems += [problem, script_problem(prof)]
     return problems
+
+
+def short_keys(cfg: Config) -> list[str]:
+    """A line for each profile whose key is too short to be masked in text (SPEC §4)."""
+    from llmcore.config import resolve_key
+    from llmcore.secrets import KEY_MIN_CHARS
+
+    lines = []
+    for prof in cfg.profiles.values():
+        try:
+            key = resolve_key(prof, cfg.path) if prof.provider != "scripted" else None
+        except ConfigError:  # reported as the profile's problem
+            continue
+        if key and len(key) < KEY_MIN_CHARS:
+            lines.append(f"{prof.name}: its key has fewer than {KEY_MIN_CHARS} characters, so "
+                         "it is not masked in output, logs or sessions (a local server's "
+                         "placeholder such as 'ollama' is fine; a real key this short would "
+                         "show wherever it is printed)")
+    return lines
 
 
 def script_problem(prof: Profile) -> str:

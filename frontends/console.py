@@ -1,4 +1,5 @@
-"""Render agent events: rich text for people, JSON Lines for programs."""
+"""Render agent events: rich text for people, JSON Lines for programs. Every event is made
+inert first (``frontends.terminal``): no escape sequence of outside text reaches a terminal."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from llmcore.price import format_usd
 from tools import clip
 
 from .signals import held
+from .terminal import OPEN_LINE, inert_event, json_line, say
 
 JSON_EVENTS = ("task_start", "turn", "text", "thinking", "tool_call", "tool_result", "usage",
                "retry", "model_switch", "notice", "task_end")
@@ -108,10 +110,11 @@ class JsonRenderer:
     def __call__(self, event: dict) -> None:
         if event.get("type") not in JSON_EVENTS:
             return
-        self.out.write(json.dumps(event, ensure_ascii=False, default=json_default) + "\n")
+        line = json.dumps(event, ensure_ascii=False, default=json_default)
+        self.out.write(json_line(line) + "\n")
         self.out.flush()
         if event.get("type") in DIAGNOSTICS:
-            print(diagnostic_line(event, False), file=sys.stderr, flush=True)
+            say(diagnostic_line(event, False))
 
 
 class TextRenderer:
@@ -146,9 +149,22 @@ class TextRenderer:
     def _write(self, text: str) -> None:
         if not text:
             return
-        self.out.write(text)
+        with OPEN_LINE.lock:
+            self.out.write(text)
+            self.out.flush()
+            self._left_open(not text.endswith("\n"))
+
+    def _left_open(self, line_open: bool) -> None:
+        """Whether ``out`` is left in the middle of a line; a diagnostic said meanwhile
+        (``terminal.say``, any thread) ends it first."""
+        if line_open == self._at_line_start:  # changed (streamed pieces mostly change nothing)
+            self._at_line_start = not line_open
+            OPEN_LINE.opened(self.out, self._end_line if line_open else None)
+
+    def _end_line(self) -> None:
+        self.out.write("\n")
         self.out.flush()
-        self._at_line_start = text.endswith("\n")
+        self._at_line_start = True
 
     def newline(self) -> None:
         self._write(self.summaries.flush())
@@ -156,6 +172,7 @@ class TextRenderer:
             self._write("\n")
 
     def __call__(self, event: dict) -> None:
+        event = inert_event(event)  # outside text: shown, never acted on by the terminal
         kind = event.get("type", "")
         handler = getattr(self, "on_" + kind, None)
         if handler:
@@ -212,8 +229,9 @@ class TextRenderer:
         text = e["text"] if self.verbose else self._within_cap(e["text"])
         if not text:
             return
-        self.console.print(text, style="dim", end="", markup=False)
-        self._at_line_start = text.endswith("\n")
+        with OPEN_LINE.lock:
+            self.console.print(text, style="dim", end="", markup=False)
+            self._left_open(not text.endswith("\n"))
 
     def _within_cap(self, text: str) -> str:
         """The part of live output still shown in compact mode; counts the lines held back."""

@@ -21,6 +21,7 @@ from llmcore.price import format_usd
 from .console import LiveRenderer
 from .runner import Session, end_message, export_history
 from .signals import Terminated
+from .terminal import inert, say
 
 PROMPT = "ga> "
 ANSWER_PROMPT = "answer> "
@@ -70,7 +71,7 @@ def save_readline(rl: Any, home: Path, redact: Callable[[str], str]) -> None:
         home.mkdir(parents=True, exist_ok=True)
         rl.write_history_file(home / HISTORY_FILE)
     except OSError as e:
-        print(f"ga: cannot save line history: {e}", file=sys.stderr)
+        say(f"ga: cannot save line history: {e}")
 
 
 class Repl:
@@ -82,7 +83,8 @@ class Repl:
         self.last_cost: float | None = None  # USD of the last task, when priced
 
     def say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        """The REPL's own lines (questions, memory, listings hold outside text): inert."""
+        print(inert(text), file=self.out, flush=True)
 
     def status(self) -> str:
         return f"[{self.session.agent.llmclient.name}] session {self.session.id}"
@@ -97,7 +99,7 @@ class Repl:
         finally:
             save_readline(rl, self.session.home, self.session.agent.redactor)
             self.session.close()
-            print(f"ga: session {self.session.id}", file=sys.stderr)
+            say(f"ga: session {self.session.id}")
 
     def _loop(self) -> int:
         pending_quit = False
@@ -134,7 +136,7 @@ class Repl:
             self.last_cost = end.get("cost")
             message = end_message(end)
             if message:
-                print(f"ga: {message}", file=sys.stderr)
+                say(f"ga: {message}")
             task = self.answer(end) if end.get("question") else ""
         return None
 

@@ -34,6 +34,7 @@ from .journal import (
 )
 from .session_lock import sweep_stale_locks
 from .signals import STOPS, describe, write_failed
+from .terminal import say
 
 EXIT_CODES = {"CURRENT_TASK_DONE": 0, "EXITED": 3, "FAILED": 1, "MAX_TURNS_EXCEEDED": 4,
               "NO_PROGRESS": 4, "BUDGET_EXCEEDED": 4, "ABORTED": 130}
@@ -263,7 +264,7 @@ class Session:
         try:
             self.drain(events, render or (lambda event: None), tick)
         except (TimeoutError, *STOPS):
-            print("ga: the task did not stop in time", file=sys.stderr)
+            say("ga: the task did not stop in time")
         self.journal.close()
 
     def abort(self, reason: str | None = None) -> None:
@@ -425,14 +426,14 @@ def report_end(session: Session, end: dict, answer_hint: bool = True) -> int:
     says how to answer (unless the front end asks itself)."""
     message = end_message(end)
     if end.get("model_error"):
-        print(f"ga: {end['error']}", file=sys.stderr)
+        say(f"ga: {end['error']}")
         print_session_id(session)
         return exit_code(end)
     if message:
-        print(f"ga: {message}", file=sys.stderr)
+        say(f"ga: {message}")
     if answer_hint and end.get("question") is not None:
-        print(f"ga: the agent is waiting for your answer; reply with:\n"
-              f"  {session.command} --resume {session.id} \"ANSWER\"", file=sys.stderr)
+        say(f"ga: the agent is waiting for your answer; reply with:\n"
+            f"  {session.command} --resume {session.id} \"ANSWER\"")
         return exit_code(end)
     print_session_id(session)
     return exit_code(end)
@@ -441,8 +442,7 @@ def report_end(session: Session, end: dict, answer_hint: bool = True) -> int:
 def print_session_id(session: Session, out: Any = None) -> None:
     out = out or sys.stderr
     if session.journal.failed:
-        print(f"ga: session {session.id} was not saved: its journal could not be written",
-              file=out)
+        say(f"ga: session {session.id} was not saved: its journal could not be written", out)
         return
-    print(f"ga: session {session.id} (continue with: {session.command} --resume {session.id})",
-          file=out)
+    say(f"ga: session {session.id} (continue with: {session.command} --resume {session.id})",
+        out)

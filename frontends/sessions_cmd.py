@@ -16,6 +16,7 @@ from llmcore.secrets import Redactor, home_redactor
 from .console import ESTIMATE_MARK
 from .journal import list_sessions, load_session, read_events
 from .runner import end_message, session_path, write_export
+from .terminal import inert, inert_data, json_line
 
 PIPED_WIDTH = 200  # no terminal to fit: keep rows on one line
 CWD_CHARS = 40  # longer values are cut in the middle, so a row stays one line
@@ -33,9 +34,10 @@ def run(action: str, args: Any, home: Path) -> int:
     if args.json:
         for s in states:
             cost = {} if s.cost is None else {"cost": s.cost}
-            print(json.dumps({"id": s.id, "started": s.started, "cwd": s.cwd, "model": s.model,
-                              "turns": s.turns, "tokens": s.tokens, **cost, "tasks": s.tasks,
-                              "first_prompt": s.first_prompt}, ensure_ascii=False))
+            print(json_line(json.dumps({
+                "id": s.id, "started": s.started, "cwd": s.cwd, "model": s.model,
+                "turns": s.turns, "tokens": s.tokens, **cost, "tasks": s.tasks,
+                "first_prompt": s.first_prompt}, ensure_ascii=False)))
         return 0
     if not states:
         print(f"no saved sessions in {home / 'sessions'}")
@@ -63,8 +65,9 @@ def print_sessions(states: list) -> None:
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started)) if s.started else "?"
         tokens = f"{ESTIMATE_MARK if s.tokens_estimated else ''}{s.tokens}"
         cost = [format_usd(s.cost) if s.cost is not None else ""] if priced else []
-        table.add_row(s.id, started, cut_middle(s.cwd, CWD_CHARS),
-                      cut_middle(s.model, MODEL_CHARS), str(s.turns), tokens, *cost, s.summary)
+        table.add_row(*map(inert, (s.id, started, cut_middle(s.cwd, CWD_CHARS),
+                                   cut_middle(s.model, MODEL_CHARS), str(s.turns), tokens,
+                                   *cost, s.summary)))
     piped = not sys.stdout.isatty()
     Console(highlight=False, width=PIPED_WIDTH if piped else None).print(table)
 
@@ -77,7 +80,7 @@ def show_session(home: Path, session_id: str, verbose: bool = False,
     path = session_path(home, session_id, "id")
     render = TextRenderer(out=sys.stdout, err=sys.stdout, verbose=verbose)
     for record in read_events(path):
-        record = redact.data(record) if redact else record
+        record = inert_data(redact.data(record) if redact else record)  # shown, never obeyed
         kind = record.get("type")
         if kind in ("session_start", "session_resume"):
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.get("time") or 0))
@@ -122,5 +125,5 @@ def export_session(home: Path, session_id: str, target: str | None,
         write_export(target, text)
         print(f"exported {state.id} to {target}")
     else:
-        print(text)
+        print(json_line(text))
     return 0

@@ -53,10 +53,11 @@ def argv_text(text: str) -> str:
 
 def with_context(task: str, text: str, tag: str = "stdin") -> str:
     """``task`` followed by outside ``text`` (piped stdin, an editor's resource, a batch
-    task's context) in a ``<tag>`` block, its runtime markers made inert (SPEC §4)."""
+    task's context) in a ``<tag>`` block, its runtime markers and the block's own tag made
+    inert, so a ``</stdin>`` inside cannot close it (SPEC §4)."""
     from agent_loop import neutralise_markers
 
-    return f"{task}\n\n<{tag}>\n{neutralise_markers(text)}\n</{tag}>"
+    return f"{task}\n\n<{tag}>\n{neutralise_markers(text, (tag,))}\n</{tag}>"
 
 
 def task_text(args) -> str:

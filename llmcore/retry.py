@@ -122,8 +122,10 @@ class Aborted(Exception):
         super().__init__("aborted")
 
 
-def classify(exc: BaseException, retry_after_cap: float) -> Failure:
-    """Turn an SDK/transport exception into a ``Failure``."""
+def classify(exc: BaseException, retry_after_cap: float,
+             redact: Callable[[str], str] = str) -> Failure:
+    """Turn an SDK/transport exception into a ``Failure``. ``redact`` masks secrets in
+    what the server or the exception says before it is shortened."""
     if isinstance(exc, BadResponse):
         return Failure(exc.status, exc.message, retryable=True, url=exc.url, hint=exc.hint)
     if isinstance(exc, StreamFailure):
@@ -132,9 +134,9 @@ def classify(exc: BaseException, retry_after_cap: float) -> Failure:
     body = getattr(exc, "body", None)
     url = _url(exc)
     if status is None and body is None:
-        return _transport(exc, url)
-    kind, message = body_error(body)
-    message = message or _short(exc)
+        return _transport(exc, url, redact)
+    kind, message = body_error(_masked(body, redact))
+    message = message or _short(exc, redact)
     if status is None or status == 200:
         fail = _from_kind(kind, message, in_stream=True)
         fail.url = url
@@ -150,23 +152,34 @@ def classify(exc: BaseException, retry_after_cap: float) -> Failure:
     return fail
 
 
-def _transport(exc: BaseException, url: str | None) -> Failure:
+def _masked(body: Any, redact: Callable[[str], str]) -> Any:
+    """An error body with its texts masked (a server may echo the key it was sent)."""
+    if isinstance(body, str):
+        return redact(body)
+    if isinstance(body, dict):
+        return {k: _masked(v, redact) for k, v in body.items()}
+    return body
+
+
+def _transport(exc: BaseException, url: str | None,
+               redact: Callable[[str], str] = str) -> Failure:
     """A failure below HTTP: a timeout, a refused connection, a dropped stream."""
     import httpx2
 
     chain = _causes(exc)
     if any(isinstance(e, httpx2.TimeoutException) or "timeout" in type(e).__name__.lower()
            for e in chain):
-        return Failure("timeout", _short(exc), retryable=True, url=url)
+        return Failure("timeout", _short(exc, redact), retryable=True, url=url)
     connect = next((e for e in chain
                     if isinstance(e, (httpx2.ConnectError, ConnectionRefusedError))), None)
     if connect is not None:
         refused = any(isinstance(e, ConnectionRefusedError) for e in chain) or (
             "refused" in str(connect).lower())
-        message = "connection refused" if refused else f"cannot connect: {_short(connect)}"
+        message = ("connection refused" if refused
+                   else f"cannot connect: {_short(connect, redact)}")
         return Failure("connection", message, retryable=True, url=url, hint=HINTS["connect"],
                        connect=True)
-    return Failure("connection", _short(exc), retryable=True, url=url)
+    return Failure("connection", _short(exc, redact), retryable=True, url=url)
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
@@ -273,9 +286,9 @@ def _until(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
+def _short(exc: BaseException, redact: Callable[[str], str] = str) -> str:
+    text = redact(str(exc)).strip() or type(exc).__name__
+    return text.splitlines()[0][:MESSAGE_CHARS]
 
 
 @dataclass

@@ -2,9 +2,10 @@
 child process gets (SPEC §4 "Tool safety rules").
 
 ``Redactor`` masks every key of every configured profile, the values of secret-named
-environment variables and key-shaped strings. ``EnvPolicy`` gives a child the runtime's
-environment minus secret-named variables. Both are built once from the config by the
-composition root (``from_config``) and handed to the writers and tools.
+environment variables, key-shaped strings and the user-info of URLs (``user:pass@``).
+``EnvPolicy`` gives a child the runtime's environment minus secret-named variables. Both
+are built once from the config by the composition root (``from_config``) and handed to the
+writers and tools.
 ``find_secrets`` / ``redact_secrets`` detect secret-looking strings in stored text (lint, L4).
 """
 
@@ -21,7 +22,9 @@ if TYPE_CHECKING:
     from .config import Config
 
 MASK = "***"
-MIN_SECRET_LEN = 6  # a configured key shorter than this is not a secret worth masking
+# a profile's key shorter than this (a local server's placeholder such as "ollama") is not
+# masked in text, where it would corrupt words; `ga config check` points it out
+KEY_MIN_CHARS = 16
 SECRET_MIN_CHARS = 8  # an environment value shorter than this is not treated as a secret
 SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
 SDK_KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
@@ -35,6 +38,11 @@ KEY_SHAPE_MIN = 15  # the shortest string _KEY_RE masks
 # a tail that is not yet a key shape but may grow into one
 _SHAPE_BEGUN = re.compile(r"\bs(?:k(?:-[A-Za-z0-9_\-]{0,11})?)?\Z")
 KEY_RUN_CHARS = string.ascii_letters + string.digits + "_-"  # the characters of a key shape
+# a URL's user-info (user:pass, a token as user name): after "://", up to the "@"
+_USERINFO_RE = re.compile(r"(?<=://)[^\s/?#@]+(?=@)")
+_USERINFO_END = re.compile(r"[\s/?#@]")  # a character that ends a user-info (or the chance of one)
+URL_BEGUN = (":/", ":")  # tails that may grow into "://"
+USERINFO_MAX_CHARS = 512  # a longer run after "://" is not held back as a possible user-info
 
 
 class EnvPolicy:
@@ -74,28 +82,36 @@ class Redactor:
     """Masks known secrets and key-shaped strings; ``redactor(text)`` is the masked text."""
 
     def __init__(self, secrets: Iterable[str | None] = ()) -> None:
-        known = {s for s in secrets if s and len(s) >= MIN_SECRET_LEN}
+        known = {s for s in secrets if s and len(s) >= SECRET_MIN_CHARS}
         self.secrets = sorted(known, key=len, reverse=True)
         known = "|".join(re.escape(s) for s in self.secrets) or "(?!)"
-        self._re = re.compile(f"(?P<known>{known})|(?P<shape>{_KEY_RE.pattern})")
+        self._re = re.compile(f"(?P<known>{known})|(?P<shape>{_KEY_RE.pattern})"
+                              f"|(?P<userinfo>{_USERINFO_RE.pattern})")
         self._by_first: dict[str, list[str]] = {}
         for secret in self.secrets:
             self._by_first.setdefault(secret[0], []).append(secret)
         self._first = re.compile("[" + "".join(map(re.escape, self._by_first)) + "]"
                                  if self.secrets else r"(?!)")
         self.longest = len(self.secrets[0]) if self.secrets else 0
+        # a text shorter than this holds no known secret and no key shape (a dict key…)
+        self.shortest = min([KEY_SHAPE_MIN, *map(len, self.secrets)])
 
     @classmethod
     def from_config(cls, cfg: Config | None, policy: EnvPolicy | None = None,
                     environ: Mapping[str, str] | None = None) -> Redactor:
-        """Every profile's key (``api_key``, or the variable ``api_key_env`` names) and the
-        value of every secret-named variable in ``environ`` (default: ours)."""
+        """Every profile's key (``api_key``, or the variable ``api_key_env`` names) of
+        ``KEY_MIN_CHARS`` or more, and the value of every other secret-named variable in
+        ``environ`` (default: ours)."""
         env = os.environ if environ is None else environ
         policy = policy or EnvPolicy.from_config(cfg)
-        values = [v for k, v in env.items() if policy.is_secret(k) and len(v) >= SECRET_MIN_CHARS]
+        key_vars = set(SDK_KEY_VARS)
+        keys: list[str | None] = []
         for prof in (cfg.profiles.values() if cfg is not None else ()):
-            values += [prof.api_key, env.get(prof.api_key_env or "")]
-        return cls(values)
+            keys += [prof.api_key, env.get(prof.api_key_env or "")]
+            key_vars.add(prof.api_key_env or "")
+        keys += [env.get(name) for name in SDK_KEY_VARS]
+        values = [v for k, v in env.items() if k not in key_vars and policy.is_secret(k)]
+        return cls(values + [k for k in keys if k and len(k) >= KEY_MIN_CHARS])
 
     def __call__(self, text: str) -> str:
         if not text or not self.may_hold_secret(text):
@@ -105,17 +121,33 @@ class Redactor:
     def may_hold_secret(self, text: str) -> bool:
         """A plain substring search first: most text (a 16 KB tool output) holds none, and
         the regex costs many times more per character."""
+        if "@" in text and "://" in text:  # a URL's user-info, maybe
+            return True
+        if len(text) < self.shortest:
+            return False
         return KEY_SHAPE_START in text or any(s in text for s in self.secrets)
 
     def data(self, value: Any) -> Any:
-        """``value`` with every string inside it (dict values, list items) masked."""
+        """``value`` with every string inside it (dict keys and values, list items) masked."""
         if isinstance(value, str):
             return self(value)
         if isinstance(value, dict):
-            return {k: self.data(v) for k, v in value.items()}
+            return self._dict(value)
         if isinstance(value, (list, tuple)):
             return [self.data(v) for v in value]
         return value
+
+    def _dict(self, value: dict) -> dict:
+        """A dict masked in keys and values; keys masked alike stay apart (``*** #2``)."""
+        out: dict = {}
+        for k, v in value.items():
+            key = self(k) if isinstance(k, str) else k
+            n = 1
+            while key in out:
+                n += 1
+                key = f"{self(k)} #{n}"
+            out[key] = self.data(v)
+        return out
 
     def dumps(self, value: Any, indent: int | None = None) -> str:
         """``value`` as JSON text, masked as data first: the one way a writer turns records
@@ -212,7 +244,7 @@ class StreamRedactor:
         """The leftmost position a later piece may still change: where a known secret or a
         key shape may begin or go on, outside the matches already settled before it."""
         end = len(ctx)
-        cut = self._known_from(ctx, base, end, found)
+        cut = min(self._known_from(ctx, base, end, found), _userinfo_from(ctx, base))
         if found and found[-1].lastgroup == "shape" and found[-1].end() == end:
             return min(cut, found[-1].start())
         begun = _SHAPE_BEGUN.search(ctx, max(base, end - KEY_SHAPE_MIN))
@@ -229,6 +261,20 @@ class StreamRedactor:
             if not _inside(pos, found) and self.redactor.begins_secret(ctx[pos:]):
                 return pos
         return len(ctx)
+
+
+def _userinfo_from(ctx: str, base: int) -> int:
+    """Where a URL's user-info may still be growing in ``ctx`` from ``base`` on (held back
+    with its "://", which the redactor needs to see): after the last "://" no character
+    has ended it yet, or the text ends in ":" or ":/"; else the end."""
+    end = len(ctx)
+    at = ctx.rfind("://", max(base, end - USERINFO_MAX_CHARS))
+    if at >= 0 and not _USERINFO_END.search(ctx, at + 3):
+        return at
+    for tail in URL_BEGUN:
+        if ctx.endswith(tail) and end - len(tail) >= base:
+            return end - len(tail)
+    return end
 
 
 def _inside(pos: int, found: list[re.Match]) -> bool:
@@ -264,6 +310,11 @@ class EventRedactor:
         stream = self._streams.get(kind) or self._streams.setdefault(kind, self.redactor.stream())
         shown = stream.feed(str(event.get(field, "")))
         return out + ([dict(event, **{field: shown})] if shown else [])
+
+
+def mask_userinfo(url: str) -> str:
+    """``url`` with its user-info masked (``http://***@host/v1``), for showing a URL."""
+    return _USERINFO_RE.sub(MASK, url)
 
 
 def home_redactor(home: str | Path | None, config_path: str | None = None) -> Redactor:

@@ -332,9 +332,10 @@ class LLMSession:
         except provider.errors as exc:
             if self._abort.is_set():
                 raise Aborted(resp) from None
-            fail = classify(exc, req.profile.retry_after_cap)
+            fail = classify(exc, req.profile.retry_after_cap, self.redact)
             if deadline.expired:  # the cut's own error is not what went wrong
-                fail = classify(deadline.failure(fail.url), req.profile.retry_after_cap)
+                fail = classify(deadline.failure(fail.url), req.profile.retry_after_cap,
+                                self.redact)
             fail.url = fail.url or str(provider.client.base_url)
             if not isinstance(fail.status, int):  # below HTTP: the connection may be dead
                 self._drop_provider(req.profile.name)

@@ -2,19 +2,19 @@
 
 For models without function calling. The reply carries calls as
 ``<tool_use>{"name": ..., "arguments": {...}}</tool_use>`` (or ``<tool_call>``), or as a
-JSON array of such objects when every element names a known tool. What the model only
-quotes as code (a fenced block, an inline code span, a ``<pre>`` element or a block indented
-by four spaces after a blank line) or drafts in reasoning written inline (``<think>`` or
-``<thinking>``) is never a call, tag or array.
+JSON array of such objects when that array is the whole reply (apart from its summary and
+reasoning) and every element names a known tool. What the model only quotes (a fenced or
+indented code block, an inline code span, a ``<pre>`` or ``<code>`` element, a blockquote,
+an HTML comment) or drafts in reasoning written inline (``<think>…</think>``,
+``<thinking>…</thinking>``) is never a call; a construct never closed quotes nothing.
 Results go back as ``<tool_result>`` text.
 """
 
 from __future__ import annotations
 
-import itertools
+import bisect
 import json
 import re
-from collections.abc import Iterable, Iterator
 
 from .base import ToolCall
 from .history import MessageMemo
@@ -31,24 +31,35 @@ PROTOCOL = (
 REMINDER = ('(Tools as listed in the task\'s message: {names}. Call one with <tool_use>{{"name": '
             '"TOOL_NAME", "arguments": {{...}}}}</tool_use>.)')
 _TAG_RE = re.compile(r"<(tool_use|tool_call)>\s*[{\[]")  # a tag that opens a call
-# reasoning written inline (<think> or <thinking> to its closing tag or the end), a fenced
-# code block (```/~~~ to its closing fence or the end), an inline code span (a run of
-# backticks to the same run on its line), a <pre> element (its opening tag ends before any
-# other "<", so each "<pre" costs only its own tag; to </pre> or the end), an
-# indented code block (lines indented by 4 spaces or a tab, after a blank line or at the
-# start) or the opening tag of a call, followed by its JSON (a tag only named in prose is no
-# call): calls the model only drafts in its reasoning or quotes as code are not run
-_CODE_OR_TAG_RE = re.compile(
-    r"(?P<reasoning><(?P<think>think(?:ing)?)>.*?(?:</(?P=think)>|\Z))"
-    r"|(?P<fence>^[ \t]*(?P<tick>`{3,}|~{3,})[^\n]*(?:\n.*?^[ \t]*(?P=tick)[`~]*[ \t]*$|.*\Z))"
-    r"|(?P<span>(?<!`)(?P<ticks>`+)(?!`)[^\n]+?(?<!`)(?P=ticks)(?!`))"
-    r"|(?P<pre>(?i:<pre\b)[^<>]*>.*?(?:(?i:</pre)\s*>|\Z))"
-    r"|(?P<indented>(?:\A|^[ \t]*\n)(?:(?: {4}| {0,3}\t)[^\n]*(?:\n|\Z)(?:[ \t]*\n)*)+)"
-    r"|<(?P<kind>tool_use|tool_call)>\s*(?=[{\[])", re.S | re.M)
+# Where what the model only quotes (or drafts in reasoning) begins, or a call; three
+# patterns, each led by one literal character, so a search skips plain prose fast (one
+# pattern of all of them was tried at every character: 3 ms for an 8 KB reply). The reply
+# is read with two newlines before it, so that its first line is a line like the others,
+# after a blank one. Each quoting construct ends by its own rule (``_Scan``); one that never
+# ends quotes nothing.
+# After "<": reasoning written inline (<think> or <thinking>, to the same closing tag), a
+# <pre> or <code> element (its opening tag ends before any other "<", so each costs only
+# its own tag), an HTML comment, or the opening tag of a call followed by its JSON (a tag
+# only named in prose is no call).
+_ANGLE_RE = re.compile(r"<(?:(?P<think>think(?:ing)?)>|(?P<element>(?i:pre|code))\b[^<>]*>"
+                       r"|(?P<comment>!--)|(?P<kind>tool_use|tool_call)>\s*(?=[{\[]))")
+# After a newline: a fenced code block (a line opening with ``` or ~~~ after at most 3
+# spaces, as CommonMark: a fence opened mid-line is none; to a closing fence of the same
+# character, at least as long), a blockquote line ("> …"), or a block indented by 4 spaces
+# or a tab after a blank line.
+_LINE_RE = re.compile(r"\n(?: {0,3}(?P<fence>`{3,}(?=[^`\n]*$)|~{3,})|(?P<quote> {0,3}>[^\n]*)"
+                      r"|(?P<indented>[ \t]*(?:\n(?: {4}| {0,3}\t)[^\n]*(?:\n[ \t]*(?=\n))*)+))",
+                      re.M)
+# An inline code span: a run of backticks to the same run on its line.
+_SPAN_RE = re.compile(r"(?P<span>`(?<!``)`*)(?!`)[^\n]+?(?<!`)(?P=span)(?!`)")
+_OPENERS = (_ANGLE_RE, _LINE_RE, _SPAN_RE)
+_CLOSERS = {"think": re.compile("</think>"), "thinking": re.compile("</thinking>"),
+            "comment": re.compile("-->"), "pre": re.compile(r"</pre\s*>", re.I),
+            "code": re.compile(r"</code\s*>", re.I)}
+_FENCE_LINE_RE = re.compile(r"\n {0,3}(`{3,}|~{3,})[ \t]*(?=\n|\Z)")  # one that may close one
+_SUMMARY_RE = re.compile(r"<summary>.*?</summary>", re.S)
 _SPACE_RE = re.compile(r"\s*")
 _DECODER = json.JSONDecoder(strict=False)  # raw newlines in strings are common
-_ARRAY_START_RE = re.compile(r"\[\s*\{")
-MAX_ARRAY_TRIES = 20  # JSON arrays tried as a call list, so a long reply stays cheap
 _NAME_RE = re.compile(r'"name"\s*:\s*"([^"]+)"')
 
 
@@ -106,21 +117,97 @@ def _appended(msg: dict, text: str) -> dict:
 
 def parse_calls(reply: str, turn: int, tools: set[str] | frozenset[str] = frozenset()
                 ) -> list[ToolCall]:
-    """Tool calls found in a reply: ``<tool_use>``/``<tool_call>`` tags outside code, else a
-    JSON array outside code whose every element names one of ``tools``. A tagged call with
+    """Tool calls found in a reply: ``<tool_use>``/``<tool_call>`` tags outside what the
+    model only quotes, else a JSON array of calls that is the whole reply apart from its
+    ``<summary>`` and reasoning, every element naming one of ``tools``. A tagged call with
     invalid JSON keeps its raw arguments (the model hears back about it)."""
+    if "<tool_" not in reply and "[" not in reply:
+        return []
+    scan = _Scan("\n\n" + reply)
     calls: list[ToolCall] = []
-    code: list[tuple[int, int]] = []
     pos = 0
-    while m := _CODE_OR_TAG_RE.search(reply, pos):
-        if m.group("kind"):
-            call, pos = _tagged(reply, m.end(), f"</{m.group('kind')}>",
+    while m := scan.next_opener(pos):
+        if m.re is _ANGLE_RE and m.group("kind"):
+            call, pos = _tagged(scan.reply, m.end(), f"</{m.group('kind')}>",
                                 f"call_t{turn}_{len(calls)}")
             calls.append(call)
         else:
-            code.append(m.span())
-            pos = m.end()
-    return calls or _from_array(reply, turn, tools, code)
+            pos = scan.end_of(m)
+    return calls or _from_array(scan.reply, turn, tools, scan.reasoning)
+
+
+class _Scan:
+    """The openers of a reply in order, and where each quoting construct ends. Every
+    pattern and every closing tag or fence is looked for at most once from a point: a
+    search that found none says so for every later opener of its kind, so a reply full of
+    unclosed openers is still read in linear time."""
+
+    def __init__(self, reply: str) -> None:
+        self.reply = reply
+        self.next: list[re.Match | None] = [p.search(reply) for p in _OPENERS]
+        # kind -> the span of the closing tag the last search found (None: there is none)
+        self.found: dict[str, tuple[int, int] | None] = {}
+        self.fences: list[tuple[int, int, str, int]] | None = None
+        self.reasoning: list[tuple[int, int]] = []  # spans of matched <think>…</think>
+
+    def next_opener(self, pos: int) -> re.Match | None:
+        """The first opener at ``pos`` or after it."""
+        for i, m in enumerate(self.next):
+            if m is not None and m.start() < pos:
+                self.next[i] = _OPENERS[i].search(self.reply, pos)
+        found = [m for m in self.next if m is not None]
+        return min(found, key=re.Match.start) if found else None
+
+    def end_of(self, m: re.Match) -> int:
+        """Where the construct opened by ``m`` ends; ``m``'s end when it never does (then
+        it quotes nothing)."""
+        if m.re is _LINE_RE:
+            return self._fence_end(m) if m.group("fence") else m.end()
+        if m.re is _SPAN_RE:
+            return m.end()
+        if m.group("think"):
+            end = self._closed(m.group("think"), m.end())
+            if end > m.end():
+                self.reasoning.append((m.start(), end))
+            return end
+        if m.group("element"):
+            return self._closed(m.group("element").lower(), m.end())
+        return self._closed("comment", m.end())  # an HTML comment (a call is no construct)
+
+    def _closed(self, kind: str, start: int) -> int:
+        """The end of the first closing tag of ``kind`` from ``start`` on, else ``start``."""
+        hit = self.found.get(kind, (-1, -1))
+        if hit is not None and hit[0] < start:  # not looked for since ``start``
+            m = _CLOSERS[kind].search(self.reply, start)
+            hit = self.found[kind] = m.span() if m else None
+        return start if hit is None else hit[1]
+
+    def _fence_end(self, m: re.Match) -> int:
+        """The end of the line that closes the fence ``m`` opens: the first later line of
+        the same character, at least as long, with nothing after it but spaces."""
+        opened = m.group("fence")
+        if self.fences is None:  # every line that may close a fence, once per reply
+            self.fences = [(f.start(), f.end(), f.group(1)[0], len(f.group(1)))
+                           for f in _FENCE_LINE_RE.finditer(self.reply)]
+            self.longest = _longest_after(self.fences)
+        line_end = self.reply.find("\n", m.end())
+        if line_end < 0:
+            return m.end()
+        i = bisect.bisect_left(self.fences, (line_end, 0, "", 0))
+        if self.longest[opened[0]][i] < len(opened):  # no closing fence after it
+            return m.end()
+        while self.fences[i][2] != opened[0] or self.fences[i][3] < len(opened):
+            i += 1  # ``longest`` says a closing line follows: the loop ends on it
+        return self.fences[i][1]
+
+
+def _longest_after(fences: list[tuple[int, int, str, int]]) -> dict[str, list[int]]:
+    """For each fence character, the longest fence line from each index of ``fences`` on."""
+    longest = {"`": [0] * (len(fences) + 1), "~": [0] * (len(fences) + 1)}
+    for i in range(len(fences) - 1, -1, -1):
+        for char, row in longest.items():
+            row[i] = max(row[i + 1], fences[i][3] if fences[i][2] == char else 0)
+    return longest
 
 
 def _tagged(reply: str, start: int, close: str, call_id: str) -> tuple[ToolCall, int]:
@@ -141,29 +228,26 @@ def _tagged(reply: str, start: int, close: str, call_id: str) -> tuple[ToolCall,
 
 
 def _from_array(reply: str, turn: int, tools: set[str] | frozenset[str],
-                code: list[tuple[int, int]]) -> list[ToolCall]:
-    decoder = json.JSONDecoder()
-    for start in itertools.islice(_outside(_ARRAY_START_RE.finditer(reply), code),
-                                  MAX_ARRAY_TRIES):
-        try:
-            items, _ = decoder.raw_decode(reply, start)
-            if all(isinstance(it, dict) and isinstance(it.get("name"), str)
-                   and it["name"] in tools for it in items):
-                return [_call(it, f"call_t{turn}_{i}") for i, it in enumerate(items)]
-        except (json.JSONDecodeError, RecursionError):  # invalid, or nested past the limit
-            continue
+                reasoning: list[tuple[int, int]]) -> list[ToolCall]:
+    """The calls of a JSON array that is the whole reply but for its summary and reasoning
+    (an array the model quotes in prose, from a page or a file, is no call)."""
+    kept, pos = [], 0
+    for start, end in reasoning:
+        kept.append(reply[pos:start])
+        pos = end
+    rest = _SUMMARY_RE.sub("", "".join(kept) + reply[pos:]).strip()
+    if not rest.startswith("["):
+        return []
+    try:
+        items, end = json.JSONDecoder().raw_decode(rest)
+    except (json.JSONDecodeError, RecursionError):  # invalid, or nested past the limit
+        return []
+    if end != len(rest) or not isinstance(items, list) or not items:
+        return []
+    if all(isinstance(it, dict) and isinstance(it.get("name"), str) and it["name"] in tools
+           for it in items):
+        return [_call(it, f"call_t{turn}_{i}") for i, it in enumerate(items)]
     return []
-
-
-def _outside(found: Iterable[re.Match], spans: list[tuple[int, int]]) -> Iterator[int]:
-    """Start positions of ``found`` (in order) that lie in none of the sorted ``spans``."""
-    rest = iter(spans)
-    span = next(rest, None)
-    for m in found:
-        while span is not None and span[1] <= m.start():
-            span = next(rest, None)
-        if span is None or m.start() < span[0]:
-            yield m.start()
 
 
 def _one(obj: object, raw: str, call_id: str) -> ToolCall:

@@ -204,7 +204,7 @@ def test_text_mode_tool_list_rides_with_the_task_and_the_newest_message_gets_a_r
 
 def test_text_mode_json_array_and_bad_json(home, llm_server):
     client = client_for(home, llm_server, provider="openai", tool_mode="text")
-    array = 'Reading it: [{"name": "file_read", "arguments": {"path": "x"}}]'
+    array = '<summary>Reading it</summary>[{"name": "file_read", "arguments": {"path": "x"}}]'
     broken = '<tool_use>{"name": "code_run", "arguments": {"script": </tool_use>'
     llm_server.queue(Reply(text=array), Reply(text=broken))
     _, resp = run_chat(client, [{"role": "user", "content": "go"}], TOOLS)
@@ -276,7 +276,8 @@ def test_text_mode_call_beside_a_code_example_runs_alone(home, llm_server):
 @pytest.mark.parametrize("reply", [
     'Run `ls` first, then:\n<tool_use>{"name": "code_run", "arguments": {"script": '
     '"echo `date`"}}</tool_use>',
-    'With `a` and ``b`` in mind: [{"name": "code_run", "arguments": {"script": "echo `date`"}}]',
+    '<summary>With `a` and ``b`` in mind</summary>\n'
+    '[{"name": "code_run", "arguments": {"script": "echo `date`"}}]',
     'Like <pre>this</pre>, then:\n<tool_use>{"name": "code_run", "arguments": {"script": '
     '"echo `date`"}}</tool_use>',
     'Example:\n\n    ls -l\n\nNow for real:\n    <tool_use>{"name": "code_run", "arguments": '

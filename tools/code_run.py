@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 
-from llmcore.secrets import EnvPolicy
+from llmcore.secrets import EnvPolicy, Redactor
 from tools import ToolError, procs
 
 MIN_TIMEOUT = 1
@@ -77,10 +77,12 @@ def code_run(
     max_live: int = MAX_LIVE_CHARS,
     env: Mapping[str, str] | None = None,
     import_path: Sequence[str | Path] = (),
+    redact: Redactor | None = None,
 ) -> Generator[str, None, dict]:
     """Run ``code``; yield its output live; return status, exit code and truncated stdout.
 
-    ``env`` is the child's environment (default: ours without secret-named variables).
+    ``env`` is the child's environment (default: ours without secret-named variables);
+    ``redact`` masks secrets in the output before it is shortened.
     ``import_path``: folders a python script imports from (the home's ``memory/``, so its
     helpers import one another), put on ``PYTHONPATH`` after what is there already: python
     processes the script starts import from them too.
@@ -98,7 +100,7 @@ def code_run(
     except OSError as e:
         _remove(script)
         raise ToolError(f"cannot start {kind}: {e}") from e
-    out = Output(max(MIN_OUTPUT_CHARS, int(max_output)), max_live)
+    out = Output(max(MIN_OUTPUT_CHARS, int(max_output)), max_live, redact)
     try:
         status = yield from _pump(child, limit, out)
     finally:
@@ -248,7 +250,7 @@ def _pump(child: _Child, limit: float, out: Output) -> Generator[str, None, str 
             eof = True
         elif isinstance(item, bytes) and (shown := out.add(decoder.decode(item))):
             yield shown
-    if tail := out.add(decoder.decode(b"", final=True)):
+    if tail := out.add(decoder.decode(b"", final=True), final=True):
         yield tail
     return status
 
@@ -259,9 +261,11 @@ def _stop(child: _Child, status: str) -> str:
 
 
 class Output:
-    """Head and tail of the output within a char budget; live display capped per run."""
+    """Head and tail of the output within a char budget; live display capped per run.
+    With ``redact``, secrets are masked as the output arrives, before any of it is cut."""
 
-    def __init__(self, max_chars: int, max_live: int) -> None:
+    def __init__(self, max_chars: int, max_live: int, redact: Redactor | None = None) -> None:
+        self.mask = redact.stream() if redact is not None else None
         budget = max_chars - MARKER_RESERVE_CHARS
         self.head_cap = budget // 2
         self.tail_cap = budget - self.head_cap
@@ -273,8 +277,11 @@ class Output:
         self.max_live = max_live
         self.live_left = max_live
 
-    def add(self, text: str) -> str:
-        """Keep ``text`` in head/tail; return the part to show live ("" once capped)."""
+    def add(self, text: str, final: bool = False) -> str:
+        """Keep ``text`` in head/tail; return the part to show live ("" once capped).
+        ``final``: the output is over (a secret held back as it may go on is decided)."""
+        if self.mask is not None:
+            text = self.mask.feed(text) + (self.mask.flush() if final else "")
         self.total += len(text)
         rest = text
         room = self.head_cap - self.head_len

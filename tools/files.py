@@ -8,6 +8,7 @@ import re
 import threading
 import time
 from bisect import bisect_right
+from collections.abc import Callable
 from itertools import accumulate
 from pathlib import Path
 
@@ -48,12 +49,14 @@ def file_read(
     show_linenos: bool = True,
     max_chars: int = READ_MAX_CHARS,
     base: Path | None = None,
+    redact: Callable[[str], str] | None = None,
 ) -> str:
     """Lines of a text file with a ``[FILE] N lines`` header and a PARTIAL note.
 
     Streams: only the lines shown are held, so memory is bounded for any file size. The
     window stops early, at a whole line, when the shown text would pass ``max_chars``.
     ``base`` is the working folder: "did you mean" paths are shown relative to it.
+    ``redact`` masks secrets in a line before a long line is cut.
     """
     path = Path(path)
     _check_file(path, base)
@@ -69,7 +72,7 @@ def file_read(
             else:
                 start = max(1, hit + 1 - KEYWORD_LINES_BEFORE)
         skipped = lines.skip_lines(f, start - 1)
-        shown = _read_window(f, start, count, max_chars, show_linenos)
+        shown = _read_window(f, start, count, max_chars, show_linenos, redact)
         total = skipped + len(shown) + lines.count_lines(f)
     if total and start > total:
         raise ToolError(f"start={start} is past the end of {path} ({total} lines)")
@@ -81,13 +84,16 @@ def file_read(
     return "\n".join(out)
 
 
-def _read_window(f, start: int, count: int, max_chars: int, show_linenos: bool) -> list[str]:
+def _read_window(f, start: int, count: int, max_chars: int, show_linenos: bool,
+                 redact: Callable[[str], str] | None = None) -> list[str]:
     """Up to ``count`` formatted lines; stops before ``max_chars`` (one line at least). The
     file is left right after the last line shown."""
     shown: list[str] = []
     used = 0
     pos = f.tell()
     for batch in lines.read_lines(f, count):
+        if redact is not None:
+            batch = [(redact(head), length) for head, length in batch]
         rows = ([f"{n}|{_cut(*line)}" for n, line in enumerate(batch, start + len(shown))]
                 if show_linenos else [_cut(*line) for line in batch])
         ends = list(accumulate((len(text) + 1 for text in rows), initial=used))

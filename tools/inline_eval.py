@@ -19,6 +19,7 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
+from llmcore.secrets import Redactor
 from tools.code_run import (
     ABORT_WATCH_SECONDS,
     MAX_OUTPUT_CHARS,
@@ -31,15 +32,16 @@ from tools.code_run import (
 
 def run_inline(code: str, namespace: dict, cwd: str | Path | None = None, timeout: int = 60,
                 abort: threading.Event | None = None,
-                max_output: int = MAX_OUTPUT_CHARS) -> dict:
+                max_output: int = MAX_OUTPUT_CHARS, redact: Redactor | None = None) -> dict:
     """Evaluate python ``code`` in this process with ``namespace`` as its globals: the value
     of an expression, else of ``_r`` (``'OK'`` when unset), and what it printed (``stdout``,
     stderr merged). Every exception the code raises, ``SystemExit`` and ``GeneratorExit``
     included, is status ``error``; past ``timeout`` or on ``abort`` the status says so and
-    the code is left running in its thread."""
+    the code is left running in its thread. ``redact`` masks secrets in what it printed
+    before that is shortened."""
     limit = coerce_timeout(timeout)
     folder = workdir(cwd)
-    capture = _Capture(max(MIN_OUTPUT_CHARS, int(max_output)))
+    capture = _Capture(max(MIN_OUTPUT_CHARS, int(max_output)), redact)
     outcome: dict = {}
     done = threading.Event()
     old = os.getcwd()
@@ -94,8 +96,8 @@ def _await(done: threading.Event, limit: float, abort: threading.Event | None) -
 class _Capture:
     """What inline code prints, head and tail within a budget; closed, it takes no more."""
 
-    def __init__(self, max_chars: int) -> None:
-        self.out = Output(max_chars, 0)
+    def __init__(self, max_chars: int, redact: Redactor | None = None) -> None:
+        self.out = Output(max_chars, 0, redact)
         self.lock = threading.Lock()
         self.closed = False
 
@@ -107,6 +109,7 @@ class _Capture:
     def close(self) -> str:
         with self.lock:
             self.closed = True
+            self.out.add("", final=True)
             return self.out.render()
 
 

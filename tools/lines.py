@@ -13,7 +13,9 @@ from typing import BinaryIO, Iterator
 
 SCAN_CHUNK_BYTES = 1 << 18  # counting, skipping and keyword search read this much at a time
 LINE_PIECE_BYTES = 1 << 16  # a long line is read in pieces of this size, only its head kept
-HEAD_CHARS = 2_001  # characters of a line kept for display (callers cut at 2,000)
+# characters of a line kept for display: callers show 2,000, and redact the rest first, so a
+# secret across the cut is masked whole
+HEAD_CHARS = 4_096
 COUNT_BLOCK_BYTES = 4096  # skipping counts line ends this much at a time, then finds the last
 assert LINE_PIECE_BYTES >= 4 * HEAD_CHARS  # a first piece always holds the whole head
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from operator import methodcaller, sub
 
-from agent_loop import MARKER_TAGS, MARKER_WORDS
+from agent_loop import MARKER_SPACE, MARKER_TAG_NAMES, MARKER_WORD_NAMES
 
 NEAR_MATCH_CUTOFF = 0.6  # the nearest line must be at least this similar (difflib ratio)
 NEAR_MATCH_SECONDS = 0.5  # the search stops after this long
@@ -34,8 +34,8 @@ TELLING_CHARS = 4  # probe characters whose counts bound a line's similarity
 SAMPLE_LINES = 2_000  # lines of a slice sampled to pick the telling characters
 # A runtime marker as tool results show it (agent_loop.neutralise_markers): &lt;tag, \[WORD\]
 ESCAPED_MARKER_RE = re.compile(
-    rf"(&lt;)(?=\s*/?\s*(?:{'|'.join(MARKER_TAGS)})\b)"
-    rf"|\\\[(\s*(?:{'|'.join(MARKER_WORDS)})\s*)\\\]", re.I)
+    rf"(&lt;)(?={MARKER_SPACE}/?{MARKER_SPACE}(?:{MARKER_TAG_NAMES})(?!\w))"
+    rf"|\\\[({MARKER_SPACE}(?:{MARKER_WORD_NAMES}){MARKER_SPACE})\\\]", re.I)
 
 
 @dataclass

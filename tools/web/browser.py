@@ -15,7 +15,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from llmcore.secrets import EnvPolicy
+from llmcore.secrets import EnvPolicy, Redactor
 
 from .cdp import CDPError, Connection, ConnectionLost, Session
 from .launch import DEFAULT_CDP_URL, BrowserConfig, BrowserUnavailable, attach_url, launch
@@ -50,9 +50,10 @@ class Browser:
     """The one browser of an agent: launched or attached on first use."""
 
     def __init__(self, cfg: BrowserConfig | None = None,
-                 env_policy: EnvPolicy | None = None) -> None:
+                 env_policy: EnvPolicy | None = None, redact: Redactor | None = None) -> None:
         self.cfg = cfg or BrowserConfig()
         self.env_policy = env_policy or EnvPolicy()  # a launched browser's environment
+        self.redact = redact or Redactor()  # page texts masked before they are shortened
         self.conn: Connection | None = None
         self.launched = None
         self.targets: dict[str, dict] = {}  # page targets by target id
@@ -232,7 +233,8 @@ class Browser:
         url, title = info.get("url", ""), info.get("title", "")
         if title in (url, url.split("://", 1)[-1]):  # CDP's stand-in until the page says
             title = ""
-        return {"id": self.short[info["targetId"]], "url": url, "title": clip_title(title)}
+        return {"id": self.short[info["targetId"]], "url": self.redact(url),
+                "title": clip_title(self.redact(title))}
 
     def title_of(self, target: str) -> str:
         """A page's title as the browser last heard it (the page is not asked)."""

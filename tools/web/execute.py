@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tools import clip
 from tools.code_run import last_code_block
@@ -124,8 +124,8 @@ def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = No
         result.update(status="failed", error=error_text(browser, e))
     result["ms"] = round((time.monotonic() - start) * 1000)
     if save_to is not None and result["status"] == "success":
-        save(result, save_to)
-    return fit_result(result, budget)
+        save(result, save_to, browser.redact)
+    return fit_result(browser.redact.data(result), budget)  # masked before it is cut
 
 
 def run(browser: Browser, tab: Tab, script: str, monitor: bool, timeout: float,
@@ -281,8 +281,8 @@ def add_title(moved: dict, title: str) -> None:
         moved["title"] = title
 
 
-def save(result: dict, path: Path) -> None:
-    """Write the full value to ``path``; the result keeps a preview."""
+def save(result: dict, path: Path, redact: Callable[[str], str] = str) -> None:
+    """Write the full value to ``path``; the result keeps a preview (masked, then cut)."""
     value = result["js_return"]
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
     try:
@@ -290,7 +290,8 @@ def save(result: dict, path: Path) -> None:
     except OSError as e:
         result["save_error"] = f"could not save to {path}: {e.strerror or e}"
         return
-    preview = text[:PREVIEW_CHARS] + ("..." if len(text) > PREVIEW_CHARS else "")
+    shown = redact(text)
+    preview = shown[:PREVIEW_CHARS] + ("..." if len(shown) > PREVIEW_CHARS else "")
     result["js_return"] = preview
     result["saved"] = f"{len(text)} chars saved to {path}"
 

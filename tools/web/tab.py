@@ -143,7 +143,8 @@ class Tab:
         main = p.get("frameId") == self.main_frame
         if method == "Page.javascriptDialogOpening":
             self.dialogs.append({"type": p.get("type", ""),
-                                 "message": p.get("message", "")[:DIALOG_TEXT_CHARS]})
+                                 "message": self.browser.redact(p.get("message", ""))
+                                 [:DIALOG_TEXT_CHARS]})
             self.session.send("Page.handleJavaScriptDialog",
                               {"accept": True, "promptText": p.get("defaultPrompt", "")})
         elif method == "Network.requestWillBeSent" and p.get("type") in TRACKED_REQUESTS:

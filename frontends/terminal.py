@@ -1,0 +1,92 @@
+"""What reaches a terminal (SPEC §4 "Untrusted text reaches no terminal raw").
+
+Outside text (tool output, model text, page text, file names) may hold escape sequences
+that clear the screen, hide a line, set the window title or write the clipboard: ``inert``
+shows every control character but newline and tab escaped (``\\x1b[2J``) before anything
+is printed. The renderers pass each event through ``inert_data``; diagnostics go through
+``say``, which also ends a line a renderer left open (a streamed answer), so the two never
+share a line, from whatever thread the diagnostic comes.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from typing import IO, Any, Callable
+
+# C0 controls but newline and tab, DEL and the C1 controls (U+0080-U+009F, 8-bit CSI/OSC
+# included); a CRLF line end is kept as a newline
+_CONTROL_RE = re.compile("\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# json.dumps escapes C0 itself; DEL and C1 it leaves raw
+_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
+
+
+def inert(text: str) -> str:
+    """``text`` with its control characters shown as ``\\xNN`` (newline and tab kept)."""
+    if text.isprintable():  # most streamed pieces: a check in C, no copy
+        return text
+    return _CONTROL_RE.sub(_escaped, text)
+
+
+def _escaped(m: re.Match) -> str:
+    char = m.group()
+    return "\n" if char == "\r\n" else f"\\x{ord(char):02x}"
+
+
+def inert_data(value: Any) -> Any:
+    """``value`` with every string in it (dict keys included) made ``inert``."""
+    if isinstance(value, str):
+        return inert(value)
+    if isinstance(value, dict):
+        return {inert_data(k): inert_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [inert_data(v) for v in value]
+    return value
+
+
+def inert_event(event: dict) -> dict:
+    """An event made inert; a streamed piece (``delta``: its only outside text) cheaply."""
+    delta = event.get("delta")
+    if isinstance(delta, str):
+        shown = inert(delta)
+        return event if shown is delta else {**event, "delta": shown}
+    return inert_data(event)
+
+
+def json_line(text: str) -> str:
+    """A line of JSON text with DEL and C1 controls escaped as well (still valid JSON)."""
+    return text.translate(_JSON_CONTROLS)
+
+
+class OpenLine:
+    """The registry of the one line left open on the process's terminal: a renderer that
+    writes text without ending its line registers how to end it; ``say`` ends it first."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # held by a renderer's writes and by ``say``
+        self._stream: IO[str] | None = None
+        self._end: Callable[[], None] | None = None
+
+    def opened(self, stream: IO[str], end: Callable[[], None] | None) -> None:
+        """``stream`` has a line open that ``end`` ends (None: its line is ended)."""
+        with self.lock:
+            self._stream, self._end = (stream, end) if end is not None else (None, None)
+
+    def end(self) -> None:
+        """End the open line, if it is still on one of the process's own streams."""
+        with self.lock:
+            end, stream = self._end, self._stream
+            self._stream = self._end = None
+            if end is not None and stream in (sys.stdout, sys.stderr):
+                end()
+
+
+OPEN_LINE = OpenLine()
+
+
+def say(text: str, file: IO[str] | None = None) -> None:
+    """A diagnostic line (stderr by default): on a line of its own, its text inert."""
+    with OPEN_LINE.lock:
+        OPEN_LINE.end()
+        print(inert(text), file=file or sys.stderr, flush=True)
