@@ -86,8 +86,8 @@ def found(reply: str) -> list[tuple[str, dict]]:
        after=prose)
 def test_a_quoted_call_never_runs_and_the_real_call_after_it_does(before, constructs, real,
                                                                   after):
-    tagged, path = real
-    reply = f"{before}{''.join(constructs)}\n{tagged}{after}"
+    tagged, path = real  # constructs side by side stay apart: "`a```b``" holds no code span
+    reply = f"{before}{' '.join(constructs)}\n{tagged}{after}"
     assert found(reply) == [("file_read", {"path": path})], reply
 
 
