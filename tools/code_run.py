@@ -23,9 +23,13 @@ import time
 from collections import deque
 from collections.abc import Generator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmcore.secrets import EnvPolicy
 from tools import ToolError, procs
+
+if TYPE_CHECKING:
+    from tools.sandbox import Confinement
 
 MIN_TIMEOUT = 1
 MAX_TIMEOUT = 600
@@ -76,10 +80,12 @@ def code_run(
     max_output: int = MAX_OUTPUT_CHARS,
     max_live: int = MAX_LIVE_CHARS,
     env: Mapping[str, str] | None = None,
+    confine: Confinement | None = None,
 ) -> Generator[str, None, dict]:
     """Run ``code``; yield its output live; return status, exit code and truncated stdout.
 
-    ``env`` is the child's environment (default: ours without secret-named variables).
+    ``env`` is the child's environment (default: ours without secret-named variables);
+    ``confine`` (``tools.sandbox``) starts it inside the sandbox.
     ``exit_code`` is None when the run was killed (status ``timeout``, which also gives the
     ``timeout`` in seconds, or ``aborted``).
     """
@@ -89,6 +95,8 @@ def code_run(
     script = None
     try:
         argv, script = _command(code, kind)
+        if confine is not None:
+            argv = confine.wrap(argv, python=kind == "python")
         child = _Child(argv, folder, abort, _child_env(env))
     except OSError as e:
         _remove(script)

@@ -101,6 +101,12 @@ def runtime_dir() -> Path:
     return _runtime().dir
 
 
+def started_dir() -> Path | None:
+    """``runtime_dir()`` when this process has one already, else None (nothing is started)."""
+    runtime = _RUNTIMES.get(os.getpid())
+    return runtime.dir if runtime is not None else None
+
+
 def owned_dir(parent: Path, prefix: str) -> Path:
     """A new folder in ``parent``, outside ``runtime_dir()`` (for a path that must stay
     short, like a unix socket's), removed with the runtime however it ends: by its watchdog,
