@@ -140,13 +140,15 @@ def error_outcome(msg: str, next_prompt: str = "\n") -> StepOutcome:
 
 
 def _as_progress(gen: Generator[str, None, Any]) -> Generator[dict, None, Any]:
-    """Relay a tool's yielded text as ``progress`` events; return what it returns."""
+    """Relay a tool's yielded text as ``progress`` events (an event dict, such as the
+    approval gate's, as it is); return what it returns."""
     while True:
         try:
             progress = next(gen)
         except StopIteration as stop:
             return stop.value
-        yield {"type": "progress", "text": str(progress)}
+        yield progress if isinstance(progress, dict) else {"type": "progress",
+                                                           "text": str(progress)}
 
 
 def _run_maybe_generator(ret: Any) -> Generator[str, None, Any]:
@@ -175,8 +177,13 @@ class BaseHandler:
         """What the model is told when it calls a tool it does not have."""
         return f"unknown tool {tool_name}"
 
+    def gate(self, tool_name: str, args: dict, response, call_id: str = "") -> Any:
+        """Before any tool runs: None lets the call run, a ``StepOutcome`` answers it instead.
+        May be a generator that yields events (an approval question) and returns that."""
+        return None
+
     def dispatch(self, tool_name: str, args: dict, response, index: int = 0,
-                 tool_num: int = 1) -> Generator[str, None, StepOutcome]:
+                 tool_num: int = 1, call_id: str = "") -> Generator[str, None, StepOutcome]:
         method = getattr(self, f"do_{tool_name}", None)
         if tool_name != "bad_json" and (method is None or tool_name in self.disabled_tools):
             msg = self.unknown_tool(tool_name)
@@ -190,6 +197,15 @@ class BaseHandler:
             return error_outcome(msg, next_prompt=msg)
         args["_index"] = index
         args["_tool_num"] = tool_num
+        try:
+            refused = yield from _run_maybe_generator(self.gate(tool_name, args, response,
+                                                                call_id))
+        except Exception as e:  # a gate that fails lets nothing through
+            log.debug("gate for %s failed:\n%s", tool_name, traceback.format_exc())
+            refused = error_outcome(f"[Error] not run: the approval check failed: "
+                                    f"{type(e).__name__}: {e}")
+        if refused is not None:
+            return refused
         self.hooks.fire("tool_before", {"tool_name": tool_name, "args": args})
         try:
             outcome = yield from _run_maybe_generator(method(args, response))
@@ -294,7 +310,8 @@ def _run_one(handler, response, call: dict, index: int, tool_num: int,
     elif call.get("reserved"):  # the runtime's own no_tool is not the model's to call
         outcome = error_outcome(f"unknown tool {name}", next_prompt=f"unknown tool {name}")
     else:
-        gen = handler.dispatch(name, call["args"], response, index=index, tool_num=tool_num)
+        gen = handler.dispatch(name, call["args"], response, index=index, tool_num=tool_num,
+                               call_id=call_id)
         outcome = yield from _as_progress(gen)
     if not internal:
         outcome.data = with_markers_note(outcome.data, redact)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from llmcore.base import ConfigError
 from llmcore.images import describe as describe_image
 
+from .approve import describe
 from .console import LiveRenderer
 from .runner import Session, end_message, export_history
 from .signals import Terminated
@@ -36,6 +37,9 @@ HELP = """Commands:
   /new                 start a new conversation
   /export [FILE]       write the conversation to a JSON file (reload with --history FILE)
   /image [PATH|clear]  attach an image to your next message (no PATH: list attached ones)
+  /sandbox [MODE]      show or set what the agent may write: read-only, workspace-write,
+                       full-access
+  /approval [MODE]     show or set when you are asked first: never, on-request, always
   /exit                quit (also Ctrl-D, or Ctrl-C twice)
 Ctrl-C while a task runs aborts it; the session stays."""
 
@@ -88,7 +92,7 @@ class Repl:
     def loop(self) -> int:
         rl = self.readline = setup_readline(self.session.home)
         self.say(f"GenericAgent · model {self.session.agent.llmclient.name} · "
-                 "/help for commands, /exit to quit")
+                 f"{describe(self.session.agent)} · /help for commands, /exit to quit")
         try:
             return self._loop()
         finally:
@@ -231,6 +235,22 @@ class Repl:
             self.say(f"error: {e}")
             return
         self.say(f"{key.strip()} = {value.strip()}")
+
+    def cmd_sandbox(self, arg: str) -> None:
+        from tools.sandbox import MODES, choice
+
+        agent = self.session.agent
+        if arg:
+            agent.sandbox.mode = choice(arg, MODES, None, "/sandbox")
+        self.say(describe(agent))
+
+    def cmd_approval(self, arg: str) -> None:
+        from tools.sandbox import APPROVALS, choice
+
+        agent = self.session.agent
+        if arg:
+            agent.approvals.mode = choice(arg, APPROVALS, None, "/approval")
+        self.say(describe(agent))
 
     def cmd_new(self, arg: str) -> None:
         self.session.new()

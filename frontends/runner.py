@@ -85,14 +85,17 @@ def load_tools(args: Any, home: Path) -> Any:
     return api
 
 
-def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = None) -> Any:
+def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = None,
+               state: Any = None) -> Any:
     """The agent a run (or ``ga tools``) uses: config ``agent:`` and ``tools:`` settings,
-    plugins, flags, and the run's one redactor (built from the config when not given)."""
+    plugins, flags, the sandbox and approval modes (a resumed session's ``state`` keeps
+    its own), and the run's one redactor (built from the config when not given)."""
     from ga import USER_TOOLS, GenericAgent, Settings
     from llmcore.config import open_config, tools_settings
     from llmcore.secrets import EnvPolicy, Redactor
     from tools.web import BrowserConfig
 
+    from .approve import permissions, person_can_answer
     from .plugins import handler_with_plugins
 
     cfg = open_config(args.config, home)
@@ -101,13 +104,15 @@ def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = Non
     env_policy = EnvPolicy.from_config(cfg)
     browser = BrowserConfig.from_dict(cfg.browser, cfg.path)
     disabled = dict.fromkeys(USER_TOOLS, "--no-user-tools") if args.no_user_tools else {}
+    sandbox, approval = permissions(args, cfg.agent, cfg.path, state, person_can_answer(args))
     return GenericAgent(client, home=home, cwd=work_dir(args),
                         max_turns=getattr(args, "max_turns", 100), verbose=args.verbose,
                         handler_cls=handler_with_plugins(api), disabled_tools=disabled,
                         hooks=api.hooks, task_dir=getattr(args, "task_dir", None),
                         settings=settings, env_policy=env_policy,
                         redactor=redactor or Redactor.from_config(cfg, env_policy),
-                        max_calls_per_turn=tools.max_calls_per_turn, browser=browser)
+                        max_calls_per_turn=tools.max_calls_per_turn, browser=browser,
+                        sandbox=sandbox, approval=approval)
 
 
 class TokenBudget:

@@ -92,7 +92,12 @@ def popen_detached(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen:
     proc = subprocess.Popen(argv, **popen_kwargs, **_new_group())
     outer = os.environ.get(TIE_ENV)
     if outer and Path(outer, TIED_DIR).is_dir():
-        _register(Path(outer), proc.pid)
+        try:
+            _register(Path(outer), proc.pid)
+        except OSError as e:  # e.g. a sandboxed caller: it would outlive its runtime
+            end_group(proc)
+            raise OSError(e.errno, "it cannot be tied to the agent that started it (that "
+                          f"agent's folder {outer} is not writable here)") from None
     return proc
 
 
