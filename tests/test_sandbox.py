@@ -286,3 +286,41 @@ def test_a_background_subagent_from_confined_code_is_refused_not_left_untied(
     assert results[0]["exit_code"] == 1 and "cannot be tied to the agent" in out, out
     assert "without --bg" in out
     assert not pids_with(str(Path.cwd() / "sub")) and not pids_with("--task sub")
+
+
+def named(mark: str) -> list[int]:
+    """Live processes whose name (argv[0], set with ``exec -a``) starts with ``mark``."""
+    found = []
+    for pid in pids_with(mark):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(mark.encode()):
+                found.append(pid)
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+def test_a_timeout_ends_the_whole_confined_tree(mechanism, places, tmp_path):
+    mark = f"ga-sandbox-timeout-{uuid.uuid4().hex}"
+    script = f"(exec -a {mark}-bg sleep 300) & exec -a {mark} sleep 300"
+    proc, results = ga(tmp_path, turn(code(script, timeout=1)))
+    assert proc.returncode == 0 and results[0]["status"] == "timeout", results
+    wait_until(lambda: not named(mark), RUN_SECONDS, "the confined processes ended")
+
+
+def test_confined_children_end_with_a_killed_ga(mechanism, places, tmp_path):
+    mark = f"ga-sandbox-kill-{uuid.uuid4().hex}"
+    model = tmp_path / "kill.yaml"
+    model.write_text(yaml.safe_dump(turn(code(
+        f"(exec -a {mark}-bg sleep 300) & exec -a {mark} sleep 300", timeout=600))))
+    proc = subprocess.Popen([sys.executable, str(ROOT / "ga.py"), "-m", f"scripted:{model}",
+                             "go"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: len(named(mark)) == 2, RUN_SECONDS, "the code is running")
+        proc.kill()
+        proc.wait(RUN_SECONDS)
+        wait_until(lambda: not named(mark), RUN_SECONDS, "the confined processes ended")
+    finally:
+        proc.kill()
+        proc.wait()

@@ -39,7 +39,7 @@ PROBE_SECONDS = 5  # a bubblewrap that cannot start a sandbox in this long is no
 LANDLOCK = ("import sys; sys.path.insert(0, {folder!r}); import landlock; del sys.path[0]; "
             "landlock.main(sys.argv[1:])").format(folder=str(Path(__file__).absolute().parent))
 BWRAP_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--cap-drop", "ALL",
-              "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session")
+              "--unshare-pid", "--unshare-ipc", "--die-with-parent")
 BACKGROUND_HINTS = ("&", "nohup", "setsid", "disown", "Popen", "fork", "daemon")
 NO_MECHANISM = ("no sandbox mechanism here (Landlock or bubblewrap): code_run is not "
                 "confined; the file tools still refuse writes outside the workspace")
