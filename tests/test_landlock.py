@@ -65,3 +65,16 @@ def test_a_python_script_under_the_landlock_wrapper_runs_as_python_script(tmp_pa
 def test_a_command_under_the_landlock_wrapper_keeps_its_exit_code(tmp_path):
     jail = Confinement("landlock", (str(tmp_path),))
     assert run("exit 7", "bash", jail, tmp_path)["exit_code"] == 7
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root has capabilities to give up")
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_confined_root_gives_up_every_capability(tmp_path, mechanism):
+    jail = Confinement(mechanism, (str(tmp_path),))
+    status = run("grep -E '^(Cap(Eff|Prm|Amb)|NoNewPrivs)' /proc/self/status", "bash", jail,
+                 tmp_path)
+    plain = run("grep -E '^CapEff' /proc/self/status", "bash", None, tmp_path)
+    assert plain["stdout"].split()[1] != "0" * 16  # root had them
+    found = dict(line.split(":\t") for line in status["stdout"].splitlines())
+    assert found == {"CapPrm": "0" * 16, "CapEff": "0" * 16, "CapAmb": "0" * 16,
+                     "NoNewPrivs": "1"}  # and none can come back through an exec

@@ -6,6 +6,9 @@ Standard library only, because it is also the first thing a confined child runs:
 ARGV; ``main([... --python SCRIPT ARGS...])`` runs SCRIPT in this very interpreter (a
 Python child costs no second start-up). ``tools.sandbox`` builds these command lines.
 
+The process also gives up every capability (as ``bwrap --cap-drop ALL`` does): a confined
+root could otherwise still reboot, load kernel modules or reconfigure the network.
+
 What is confined: creating, writing, truncating, renaming and removing files, folders,
 links, FIFOs, sockets and devices, outside the ``--write`` folders (and writing to a few
 harmless devices: ``/dev/null`` …). Reading and executing are not confined. Signals
@@ -23,6 +26,10 @@ SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446  # every arc
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS = 38
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+CAP_VERSION_3 = 0x20080522
+CAP_LAST_FILE = "/proc/sys/kernel/cap_last_cap"
 FS_WRITE_FILE = 1 << 1
 FS_TRUNCATE = 1 << 14  # ABI 3
 FS_WRITES = {  # the write rights each ABI knows, beyond the one before
@@ -98,6 +105,31 @@ def restrict(writable: list[str], network: bool = True, version: int | None = No
         _check(libc.syscall(SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)), "restrict_self")
     finally:
         os.close(ruleset)
+    drop_capabilities(libc)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities(libc: ctypes.CDLL) -> None:
+    """Give up every capability, for good (bounding set, ambient, effective and permitted);
+    a process that has none (any user but root) loses nothing."""
+    try:
+        with open(CAP_LAST_FILE, encoding="ascii") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 40
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: none to drop
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    data = (_CapData * 2)()  # all zero: nothing effective, permitted or inheritable
+    _check(libc.capset(ctypes.byref(_CapHeader(CAP_VERSION_3, 0)), data), "capset")
 
 
 def _allow(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> None:
