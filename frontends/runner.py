@@ -86,10 +86,12 @@ def load_tools(args: Any, home: Path) -> Any:
 
 
 def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = None,
-               state: Any = None) -> Any:
+               state: Any = None, can_ask: bool | None = None) -> Any:
     """The agent a run (or ``ga tools``) uses: config ``agent:`` and ``tools:`` settings,
     plugins, flags, the sandbox and approval modes (a resumed session's ``state`` keeps
-    its own), and the run's one redactor (built from the config when not given)."""
+    its own; ``can_ask``: whether a person answers approval questions, by default whether
+    stdin and stderr are a terminal), and the run's one redactor (built from the config
+    when not given)."""
     from ga import USER_TOOLS, GenericAgent, Settings
     from llmcore.config import open_config, tools_settings
     from llmcore.secrets import EnvPolicy, Redactor
@@ -104,7 +106,8 @@ def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = Non
     env_policy = EnvPolicy.from_config(cfg)
     browser = BrowserConfig.from_dict(cfg.browser, cfg.path)
     disabled = dict.fromkeys(USER_TOOLS, "--no-user-tools") if args.no_user_tools else {}
-    sandbox, approval = permissions(args, cfg.agent, cfg.path, state, person_can_answer(args))
+    asks = person_can_answer(args) if can_ask is None else can_ask
+    sandbox, approval = permissions(args, cfg.agent, cfg.path, state, asks)
     return GenericAgent(client, home=home, cwd=work_dir(args),
                         max_turns=getattr(args, "max_turns", 100), verbose=args.verbose,
                         handler_cls=handler_with_plugins(api), disabled_tools=disabled,

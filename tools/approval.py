@@ -31,6 +31,7 @@ from typing import Any, Callable, Generator
 from tools import ToolError
 from tools.code_run import last_code_block
 from tools.fsutil import open_regular
+from tools.sandbox import APPROVALS, choice
 from tools.spec import coerce
 
 YES, ALWAYS, NO = "yes", "always", "no"
@@ -147,7 +148,7 @@ class Approvals:
     """The approval mode in force and what the person allowed for the whole session."""
 
     def __init__(self, mode: str = "never") -> None:
-        self.mode = mode
+        self.mode = choice(mode, APPROVALS, None, "approval")
         self.granted: set[str] = set()  # question keys answered "always"
         self.pending: ApprovalRequest | None = None
 

@@ -6,7 +6,7 @@ Standard library only, because it is also the first thing a confined child runs:
 ARGV; ``main([... --python SCRIPT ARGS...])`` runs SCRIPT in this very interpreter (a
 Python child costs no second start-up). ``tools.sandbox`` builds these command lines.
 
-The process also gives up every capability (as ``bwrap --cap-drop ALL`` does): a confined
+The process also gives up its capabilities (as ``bwrap --cap-drop ALL`` does): a confined
 root could otherwise still reboot, load kernel modules or reconfigure the network.
 
 What is confined: creating, writing, truncating, renaming and removing files, folders,
@@ -26,10 +26,8 @@ SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446  # every arc
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS = 38
-PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CAP_VERSION_3 = 0x20080522
-CAP_LAST_FILE = "/proc/sys/kernel/cap_last_cap"
 FS_WRITE_FILE = 1 << 1
 FS_TRUNCATE = 1 << 14  # ABI 3
 FS_WRITES = {  # the write rights each ABI knows, beyond the one before
@@ -60,13 +58,13 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def abi() -> int:
+def abi(libc: ctypes.CDLL | None = None) -> int:
     """The kernel's Landlock ABI version; 0 when Landlock is missing or turned off."""
     if not sys.platform.startswith("linux"):
         return 0
     try:
-        version = _libc().syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0),
-                                  ctypes.c_uint32(CREATE_RULESET_VERSION))
+        version = (libc or _libc()).syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0),
+                                            ctypes.c_uint32(CREATE_RULESET_VERSION))
     except (OSError, AttributeError):
         return 0
     return max(int(version), 0)
@@ -82,10 +80,10 @@ def _check(result: int, what: str) -> int:
 def restrict(writable: list[str], network: bool = True, version: int | None = None) -> None:
     """Confine this thread, and every process it starts from now on, as the module says.
     Folders in ``writable`` that do not exist are skipped. Raises OSError."""
-    version = abi() if version is None else version
+    libc = _libc()
+    version = abi(libc) if version is None else version
     if version < 1:
         raise OSError("Landlock is not available in this kernel")
-    libc = _libc()
     writes = sum(bits for level, bits in FS_WRITES.items() if level <= version)
     attr = _RulesetAttr(writes, 0, 0)
     if not network and version >= NET_ABI:
@@ -118,15 +116,9 @@ class _CapData(ctypes.Structure):
 
 
 def drop_capabilities(libc: ctypes.CDLL) -> None:
-    """Give up every capability, for good (bounding set, ambient, effective and permitted);
-    a process that has none (any user but root) loses nothing."""
-    try:
-        with open(CAP_LAST_FILE, encoding="ascii") as f:
-            last = int(f.read())
-    except (OSError, ValueError):
-        last = 40
-    for cap in range(last + 1):
-        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: none to drop
+    """Give up every capability, for good: ambient, effective, permitted and inheritable
+    emptied, and no_new_privs (set before) lets no exec bring one back; a process that has
+    none (any user but root) loses nothing."""
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     data = (_CapData * 2)()  # all zero: nothing effective, permitted or inheritable
     _check(libc.capset(ctypes.byref(_CapHeader(CAP_VERSION_3, 0)), data), "capset")
