@@ -303,3 +303,14 @@ def test_config_check_shows_the_pair(home):
     assert "sandbox: read-only (" in out and "approval: always" in out
     assert "network: off" in out
 
+
+
+def test_an_escalated_edit_shows_where_a_symlink_really_writes(home, tmp_path):
+    target = tmp_path / "bashrc"
+    target.write_text("alias ls='ls'\n")
+    Path("innocent.txt").symlink_to(target)
+    steps = [step(call("file_write", path="innocent.txt", content="x\n", escalate=True,
+                       reason="tidy"))]
+    asked, _ = run(agent_for(home, steps, "on-request"), lambda r: ("no", ""))
+    assert asked[0].path == str(target) and asked[0].old_text == "alias ls='ls'\n"
+    assert target.read_text() == "alias ls='ls'\n"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,7 @@ class ApprovalRequest:
     decision: str | None = None
     message: str = ""
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def answer(self, decision: str, message: str = "") -> None:
         """Answer: ``yes`` (this call), ``always`` (this tool for the rest of the session) or
@@ -83,10 +85,11 @@ class ApprovalRequest:
         self._settle(ABORTED)
 
     def _settle(self, decision: str, message: str = "") -> None:
-        if self._done.is_set():
-            return
-        self.decision, self.message = decision, message.strip()
-        self._done.set()
+        with self._lock:  # an answer and an abort may race: the first one counts
+            if self._done.is_set():
+                return
+            self.decision, self.message = decision, message.strip()
+            self._done.set()
 
     @property
     def answered(self) -> bool:
@@ -277,7 +280,7 @@ def _edit_question(tool: str, args: dict, call_id: str, why: str, reply: str,
                    resolve: Callable[[str], Path]) -> ApprovalRequest:
     from tools import files
 
-    path = resolve(str(args.get("path") or ""))
+    path = Path(os.path.realpath(resolve(str(args.get("path") or ""))))  # where it would land
     old = _old_text(path)
     if tool == "file_write":
         body = args.get("content")
