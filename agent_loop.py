@@ -193,13 +193,15 @@ def error_outcome(msg: str, next_prompt: str = "\n") -> StepOutcome:
 
 
 def _as_progress(gen: Generator[str, None, Any]) -> Generator[dict, None, Any]:
-    """Relay a tool's yielded text as ``progress`` events; return what it returns."""
+    """Relay a tool's yielded text as ``progress`` events (an event dict, such as the
+    approval gate's, as it is); return what it returns."""
     while True:
         try:
             progress = next(gen)
         except StopIteration as stop:
             return stop.value
-        yield {"type": "progress", "text": str(progress)}
+        yield progress if isinstance(progress, dict) else {"type": "progress",
+                                                           "text": str(progress)}
 
 
 def _run_maybe_generator(ret: Any) -> Generator[str, None, Any]:
@@ -228,6 +230,11 @@ class BaseHandler:
         """What the model is told when it calls a tool it does not have."""
         return f"unknown tool {tool_name}"
 
+    def gate(self, tool_name: str, args: dict, response, call_id: str = "") -> Any:
+        """Before any tool runs: None lets the call run, a ``StepOutcome`` answers it instead.
+        May be a generator that yields events (an approval question) and returns that."""
+        return None
+
     def dispatch(self, tool_name: str, args: dict, response, index: int = 0,
                  tool_num: int = 1, *, call_id: str = "") -> Generator[str, None, StepOutcome]:
         method = getattr(self, f"do_{tool_name}", None)
@@ -243,6 +250,15 @@ class BaseHandler:
             return error_outcome(msg, next_prompt=msg)
         args["_index"] = index
         args["_tool_num"] = tool_num
+        try:
+            refused = yield from _run_maybe_generator(self.gate(tool_name, args, response,
+                                                                call_id))
+        except Exception as e:  # a gate that fails lets nothing through
+            log.debug("gate for %s failed:\n%s", tool_name, traceback.format_exc())
+            refused = error_outcome(f"[Error] not run: the approval check failed: "
+                                    f"{type(e).__name__}: {e}")
+        if refused is not None:
+            return refused
         ctx = {"handler": self, "tool_name": tool_name, "args": args, "call_id": call_id}
         hooked = tool_name not in RESERVED_TOOLS  # the runtime's own turn end is no call
         if hooked:

@@ -56,9 +56,11 @@ from memory.working import (
     squeeze,
 )
 from tools import clip, files, web
+from tools.approval import ApprovalRequest, Approvals, question, with_escalation
 from tools.code_run import code_run, last_code_block
 from tools.fsutil import atomic_write, take_file
 from tools.inline_eval import run_inline
+from tools.sandbox import Sandbox, run_temp_dir
 from tools.spec import tool, tools_schema
 from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env
 from tools.web import execute, scan
@@ -125,6 +127,50 @@ class GenericAgentHandler(BaseHandler):
     def resolve(self, path: str) -> Path:
         return Path(os.path.abspath(os.path.join(self.cwd, os.path.expanduser(path))))
 
+    # ---- approval and sandbox (SPEC §11) -----------------------------------------------
+    escalated = False  # the call running now was approved to run outside the sandbox
+
+    def gate(self, tool_name: str, args: dict, response: Any, call_id: str = ""):
+        """Before every tool: ask the person when the approval mode says so."""
+        agent, reply = self.parent, getattr(response, "content", "") or ""
+
+        def ask(why: str, reason: str) -> ApprovalRequest:
+            return question(
+                tool_name, args, call_id, why, reason, reply=reply, resolve=self.resolve,
+                js=lambda script: execute.resolve_script(script, reply, self.cwd),
+                redact=agent.redactor)
+
+        verdict = yield from agent.approvals.gate(
+            tool_name, args, call_id, confining=agent.sandbox.confining,
+            sandbox=agent.sandbox.mode, ask=ask, reply=reply, abort=self.abort_event,
+            waits=agent._sink is not None)
+        self.escalated = verdict.escalated
+        return None if verdict.outcome is None else StepOutcome(verdict.outcome, "\n")
+
+    def places(self, create: bool = True) -> tuple[Path, ...]:
+        """Where this task may write (the sandbox's writable folders)."""
+        return self.parent.sandbox.places(self.cwd, self.memory.dir, create)
+
+    def check_write(self, path: Path) -> None:
+        """The file tools' rule: refuse a write the sandbox does not allow (ToolError)."""
+        if not self.escalated:
+            self.parent.sandbox.check_write(path, self.places(create=False),
+                                            self.parent.approvals.mode == "on-request")
+
+    def _run_code(self, code: str, kind: str, timeout: int, run_dir: Path, budget: int):
+        """code_run's child, confined by the sandbox unless this call was escalated."""
+        sandbox, places = self.parent.sandbox, self.places()
+        jail = None if self.escalated else sandbox.confinement(places)
+        env = self.parent.env_policy.child_env()
+        result = yield from code_run(code, kind, timeout, cwd=run_dir, abort=self.abort_event,
+                                     max_output=budget, confine=jail,
+                                     env=jail.env(env, run_temp_dir()) if jail else env,
+                                     import_path=[self.memory.dir], redact=self.parent.redactor)
+        if jail is not None:
+            sandbox.annotate(result, jail, places, code,
+                             self.parent.approvals.mode == "on-request")
+        return result
+
     def _anchor(self, index: int) -> str:
         return self._get_anchor_prompt(skip=index > 0)
 
@@ -157,11 +203,7 @@ class GenericAgentHandler(BaseHandler):
             result = self._inline_eval(code, run_dir, timeout, budget)
         else:
             yield f"[Action] Running {type} in {run_dir.name or run_dir}: {shown}\n"
-            result = yield from code_run(code, type, timeout, cwd=run_dir, abort=self.abort_event,
-                                         max_output=budget,
-                                         env=self.parent.env_policy.child_env(),
-                                         import_path=[self.memory.dir],
-                                         redact=self.parent.redactor)
+            result = yield from self._run_code(code, type, timeout, run_dir, budget)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     def _inline_eval(self, code: str, run_dir: Path, timeout: int, budget: int) -> dict:
@@ -224,6 +266,7 @@ class GenericAgentHandler(BaseHandler):
         """
         files.refuse_folder_path(path)
         p = self.resolve(path)
+        self.check_write(p)
         action = "Create" if mode == "overwrite" and not p.exists() else mode.capitalize()
         yield f"[Action] {action} file: {path}\n"
         body = content or files.content_from_reply(getattr(response, "content", "") or "")
@@ -243,6 +286,7 @@ class GenericAgentHandler(BaseHandler):
             new_content: Replacement; {{file:path:start:end}} inserts those lines of a file.
         """
         p = self.resolve(path)
+        self.check_write(p)
         yield f"[Action] Patching file: {path}\n"
         result = files.file_patch(p, old_content, files.expand_file_refs(new_content, self.cwd),
                                   abort=self.abort_event, base=self.cwd)
@@ -297,12 +341,15 @@ class GenericAgentHandler(BaseHandler):
         if not code.strip():
             return StepOutcome({"status": "failed", "error": self.t("js_missing")},
                                next_prompt="\n")
+        save_to = self.resolve(save_to_file) if save_to_file else None
+        if save_to is not None:
+            self.check_write(save_to)
         shown = squeeze(code, 60, self.parent.redactor)
         yield f"[Action] Running JavaScript in the browser: {shown}\n"
         result = execute.web_execute_js(
             self.parent.browser, code, switch_tab_id, no_monitor, timeout, self.abort_event,
             budget=web.reply_budget(web.EXEC_CHARS, self.parent.llmclient, response),
-            save_to=self.resolve(save_to_file) if save_to_file else None)
+            save_to=save_to)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool
@@ -535,7 +582,8 @@ class GenericAgent:
                  hooks: Hooks | None = None, redactor: Redactor | None = None,
                  env_policy: EnvPolicy | None = None,
                  max_calls_per_turn: int = MAX_CALLS_PER_TURN,
-                 browser: web.BrowserConfig | None = None, mcp: Any = None) -> None:
+                 browser: web.BrowserConfig | None = None, mcp: Any = None,
+                 sandbox: Sandbox | None = None, approval: str = "never") -> None:
         self.llmclient = client
         self.home = Path(home)
         self.cwd = Path(cwd).absolute()
@@ -545,6 +593,8 @@ class GenericAgent:
         self.env_policy = env_policy or EnvPolicy.from_config(config)
         self.redactor = redactor or Redactor.from_config(config, self.env_policy)
         self.max_calls_per_turn = max_calls_per_turn
+        self.sandbox = sandbox or Sandbox()  # what the model's actions may write (SPEC §11)
+        self.approvals = Approvals(approval)  # when a person is asked first
         self._redact_events = EventRedactor(self.redactor, STREAMED)
         self.failures = Failures()
         self.memory = MemoryStore(self.home)  # seeded by the first task, not before
@@ -592,8 +642,11 @@ class GenericAgent:
 
     def _task_tools(self) -> list[dict] | Callable[[], list[dict]]:
         """A task's tool list, built once; with MCP servers a function adding their tools as
-        they are at each request (a ``tools/list_changed`` refreshes them)."""
+        they are at each request (a ``tools/list_changed`` refreshes them). Under on-request
+        approval the model may ask to leave the sandbox (``escalate``)."""
         builtin = tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
+        if self.approvals.mode == "on-request":
+            with_escalation(builtin, self.texts("param_escalate"), self.texts("param_reason"))
         if self.mcp is None:
             return builtin
         return lambda: builtin + self.mcp.schemas()
@@ -661,6 +714,7 @@ class GenericAgent:
         if self.handler is not None:
             self.handler.abort_event.set()
             self.handler.exit_request = {"result": "ABORTED", "data": None, "reason": reason}
+        self.approvals.cancel()  # a question being asked is not waited for
         abort = getattr(self.llmclient, "abort", None)
         if abort:
             abort()
@@ -776,7 +830,8 @@ class GenericAgent:
         self.task_cost = None
         shown = {"images": [pictures.meta(b) for b in blocks]} if blocks else {}
         yield from self._emit({"type": "task_start", "prompt": query, "source": source,
-                               "session_id": self.session_id, **shown})
+                               "session_id": self.session_id, "sandbox": self.sandbox.mode,
+                               "approval": self.approvals.mode, **shown})
         content = [{"type": "text", "text": message}, *blocks] if blocks else message
         loop = agent_runner_loop(self.llmclient, self.system_prompt(), content, handler,
                                  self._task_tools(), self.max_turns, self.verbose,

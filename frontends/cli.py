@@ -22,6 +22,7 @@ from .commands import (
     COMMANDS,
     add_global_options,
     add_limit_options,
+    add_sandbox_options,
     add_tool_options,
     resolve_home,
 )
@@ -78,6 +79,7 @@ def build_parser():
     p.add_argument("task", nargs="*", help="the task; without one, an interactive session")
     add_global_options(p)
     add_tool_options(p)
+    add_sandbox_options(p)
     p.add_argument("--version", action="version", version=f"ga {version()}",
                    help="print the version and exit")
     add_limit_options(p)
@@ -238,6 +240,7 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
     from llmcore import make_client
     from llmcore.secrets import home_redactor
 
+    from .approve import mechanism_warning
     from .journal import Journal
     from .runner import Session, TokenBudget, load_tools, make_agent
 
@@ -248,7 +251,10 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
     redactor = home_redactor(home, args.config)  # the one redactor every writer uses
     client = resumed_client(args, home, state, redactor) if state else make_client(
         args.model, config_path=args.config, home=home, redactor=redactor)
-    agent = make_agent(args, home, client, api, redactor)
+    agent = make_agent(args, home, client, api, redactor, state=state)
+    warning = mechanism_warning(agent.sandbox)
+    if warning:
+        say(f"ga: warning: {warning}")
     if state is not None:
         agent.restore(state.history, state.history_info, state.working, state.open_turn)
         say(f"ga: resumed session {state.id} ({state.turns} turns, model {client.name})")

@@ -73,6 +73,19 @@ def add_limit_options(p: argparse.ArgumentParser) -> None:
                    help="cost budget per task in USD (needs price: on the model's profile)")
 
 
+def add_sandbox_options(p: argparse.ArgumentParser) -> None:
+    """What the model's actions may touch and when a person is asked (SPEC §11)."""
+    from tools.sandbox import APPROVALS, MODES
+
+    g = p.add_argument_group("sandbox and approval")
+    g.add_argument("--sandbox", choices=MODES, help="what code_run and the file tools may "
+                   "write (default workspace-write: -C, the home's memory/, a temp folder)")
+    g.add_argument("--approval", choices=APPROVALS, help="when you are asked first (default "
+                   "on-request at a terminal, else never)")
+    g.add_argument("--yolo", action="store_true", help="--sandbox full-access --approval "
+                   "never: nothing confined, nothing asked (the original's behaviour)")
+
+
 def positive_int(text: str) -> int:
     """An option value that must be a whole number above zero (argparse reports it)."""
     try:
@@ -317,6 +330,7 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
 
         Settings.from_dict(cfg.agent, cfg.path)
         tools_settings(cfg)
+    print_sandbox(cfg)
     problems = print_browser(cfg)
     problems += [line for line in print_profiles(cfg, args.model) if line]
     from .mcp_cmd import config_problems
@@ -339,6 +353,25 @@ def import_command(args: argparse.Namespace, config_path: Path) -> int:
     print(f"next: ga{where} config check, then ga{where} \"TASK\" (-m PROFILE for another "
           "profile)", file=sys.stderr)
     return EXIT_OK
+
+
+def print_sandbox(cfg: Config) -> None:
+    """The sandbox and approval modes a run starts with, and the mechanism's warning."""
+    from tools.sandbox import Sandbox, Settings
+
+    from .approve import mechanism_warning
+
+    settings = Settings.from_dict(cfg.agent, cfg.path)
+    sandbox = Sandbox(settings.sandbox, settings.writable_roots, settings.network)
+    approval = settings.approval or "on-request at a terminal, else never"
+    print(f"sandbox: {sandbox.describe()}, approval: {approval}")
+    if settings.writable_roots:
+        print(f"  also writable: {', '.join(settings.writable_roots)}")
+    if not settings.network:
+        print("  network: off for code_run")
+    warning = mechanism_warning(sandbox)
+    if warning:
+        print(f"warning: {warning}")
 
 
 def print_browser(cfg: Config) -> list[str]:

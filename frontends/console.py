@@ -18,7 +18,8 @@ from .signals import held
 from .terminal import OPEN_LINE, inert_event, json_line, say
 
 JSON_EVENTS = ("task_start", "turn", "text", "thinking", "tool_call", "tool_result", "usage",
-               "retry", "model_switch", "notice", "task_end")
+               "retry", "model_switch", "notice", "approval", "task_end")
+ASK = "approval_request"  # a question for the person: asked on the terminal (stderr)
 DIAGNOSTICS = ("retry", "model_switch", "notice")  # also said on stderr in --json mode
 RESTARTS = ("retry", "model_switch")  # the reply starts over: drop the turn's streamed text
 RESTART_NOTE = " — the reply starts over"
@@ -84,7 +85,7 @@ def tool_outcome(data: object) -> tuple[str, bool]:
         return f"timeout after {limit:g} s" if isinstance(limit, (int, float)) else "timeout", True
     if data.get("exit_code") not in (None, 0):
         return f"exit {data['exit_code']}", True
-    if status in ("error", "failed", "refused", "aborted"):
+    if status in ("error", "failed", "refused", "declined", "aborted"):
         msg = str(data.get("msg") or data.get("error") or "").removeprefix("[Error] ")
         return (f"{status}: {clip(msg, OUTCOME_CHARS)}" if msg else status), True
     return "ok", False
@@ -108,6 +109,11 @@ class JsonRenderer:
         self.out = out or sys.stdout
 
     def __call__(self, event: dict) -> None:
+        if event.get("type") == ASK:
+            from .approve import ask_terminal
+
+            ask_terminal(event["request"])
+            return
         if event.get("type") not in JSON_EVENTS:
             return
         line = json.dumps(event, ensure_ascii=False, default=json_default)
@@ -193,6 +199,12 @@ class TextRenderer:
     def on_notice(self, e: dict) -> None:
         self.newline()
         self.err.print(diagnostic_line(e, False), style="yellow", markup=False)
+
+    def on_approval_request(self, e: dict) -> None:
+        from .approve import ask_terminal
+
+        self.newline()
+        ask_terminal(e["request"])
 
     def on_text(self, e: dict) -> None:
         self._write(self.summaries.feed(e["delta"]))

@@ -36,7 +36,7 @@ log = logging.getLogger("ga.session")
 JOURNAL_VERSION = 1
 STREAM_EVENTS = ("text", "thinking")
 RESTART_EVENTS = ("retry", "model_switch")  # the reply starts over: its streamed text goes
-SKIPPED_EVENTS = ("progress",)
+SKIPPED_EVENTS = ("progress", "approval_request")  # the decision (approval) is journaled
 STATE_AFTER = ("turn", "tool_result", "task_end")
 SAVED_STATE = ("working", "open_turn")  # the agent's dicts a state record holds when changed
 PROMPT_PREVIEW_CHARS = 60
@@ -244,6 +244,8 @@ class SessionState:
     history_info: list = field(default_factory=list)
     working: dict = field(default_factory=dict)
     open_turn: dict = field(default_factory=dict)  # what an open ask_user question keeps
+    sandbox: str = ""  # the sandbox and approval modes of its last task (SPEC §11)
+    approval: str = ""
     torn: list[int] = field(default_factory=list)  # line numbers that could not be read
     lock: SessionLock | None = field(default=None, repr=False, compare=False)
 
@@ -279,6 +281,8 @@ def _apply(state: SessionState, r: dict) -> None:
     elif kind == "task_start":
         state.tasks += 1
         state.first_prompt = state.first_prompt or str(r.get("prompt") or "")
+        state.sandbox = str(r.get("sandbox") or state.sandbox)
+        state.approval = str(r.get("approval") or state.approval)
     elif kind == "turn":
         state.turns += 1
     elif kind == "usage":

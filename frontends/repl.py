@@ -18,6 +18,7 @@ from llmcore.base import ConfigError
 from llmcore.images import describe as describe_image
 from llmcore.price import format_usd
 
+from .approve import describe
 from .console import LiveRenderer
 from .runner import Session, end_message, export_history
 from .signals import Terminated
@@ -39,6 +40,9 @@ HELP = """Commands:
   /export [FILE]       write the conversation to a JSON file (reload with --history FILE)
   /cost                what this session has cost so far (needs price: on the model)
   /image [PATH|clear]  attach an image to your next message (no PATH: list attached ones)
+  /sandbox [MODE]      show or set what the agent may write: read-only, workspace-write,
+                       full-access
+  /approval [MODE]     show or set when you are asked first: never, on-request, always
   /exit                quit (also Ctrl-D, or Ctrl-C twice)
 Ctrl-C while a task runs aborts it; the session stays."""
 
@@ -93,7 +97,7 @@ class Repl:
     def loop(self) -> int:
         rl = self.readline = setup_readline(self.session.home)
         self.say(f"GenericAgent · model {self.session.agent.llmclient.name} · "
-                 "/help for commands, /exit to quit")
+                 f"{describe(self.session.agent)} · /help for commands, /exit to quit")
         try:
             return self._loop()
         finally:
@@ -253,6 +257,22 @@ class Repl:
         self.say(f"session {self.session.id}: {format_usd(spent)} so far{last}")
         if unpriced:
             self.say(f"(model {unpriced} has no price: its requests are not counted)")
+
+    def cmd_sandbox(self, arg: str) -> None:
+        from tools.sandbox import MODES, choice
+
+        agent = self.session.agent
+        if arg:
+            agent.sandbox.mode = choice(arg, MODES, None, "/sandbox")
+        self.say(describe(agent))
+
+    def cmd_approval(self, arg: str) -> None:
+        from tools.sandbox import APPROVALS, choice
+
+        agent = self.session.agent
+        if arg:
+            agent.approvals.mode = choice(arg, APPROVALS, None, "/approval")
+        self.say(describe(agent))
 
     def cmd_new(self, arg: str) -> None:
         self.session.new()

@@ -89,17 +89,22 @@ def load_tools(args: Any, home: Path) -> Any:
 
 
 def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = None,
-               mcp_servers: Iterable[Any] = ()) -> Any:
+               mcp_servers: Iterable[Any] = (), state: Any = None,
+               can_ask: bool | None = None) -> Any:
     """The agent a run (or ``ga tools``) uses: config ``agent:`` and ``tools:`` settings,
-    plugins, flags, and the run's one redactor (built from the config when not given).
-    Its MCP servers (config, ``--mcp-config`` files, then ``mcp_servers``: a front end's
-    ``tools.mcp.ServerConfig``s for this session) are started before it is returned."""
+    plugins, flags, the sandbox and approval modes (a resumed session's ``state`` keeps
+    its own; ``can_ask``: whether a person answers approval questions, by default whether
+    stdin and stderr are a terminal), and the run's one redactor (built from the config
+    when not given). Its MCP servers (config, ``--mcp-config`` files, then ``mcp_servers``:
+    a front end's ``tools.mcp.ServerConfig``s for this session) are started before it is
+    returned."""
     from ga import USER_TOOLS, GenericAgent, Settings
     from llmcore.config import open_config, tools_settings
     from llmcore.secrets import EnvPolicy, Redactor
     from tools.mcp import open_hub, session_servers
     from tools.web import BrowserConfig
 
+    from .approve import permissions, person_can_answer
     from .plugins import handler_with_plugins
 
     cfg = open_config(args.config, home)
@@ -111,6 +116,8 @@ def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = Non
     cwd = work_dir(args)
     servers = session_servers(cfg.mcp_servers, cfg.path, getattr(args, "mcp_config", None) or (),
                               mcp_servers)
+    asks = person_can_answer(args) if can_ask is None else can_ask
+    sandbox, approval = permissions(args, cfg.agent, cfg.path, state, asks)
     return GenericAgent(client, home=home, cwd=cwd,
                         max_turns=getattr(args, "max_turns", 100), verbose=args.verbose,
                         handler_cls=handler_with_plugins(api), disabled_tools=disabled,
@@ -118,7 +125,8 @@ def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = Non
                         settings=settings, env_policy=env_policy,
                         redactor=redactor or Redactor.from_config(cfg, env_policy),
                         max_calls_per_turn=tools.max_calls_per_turn, browser=browser,
-                        mcp=open_hub(servers, cwd, home))
+                        mcp=open_hub(servers, cwd, home), sandbox=sandbox,
+                        approval=approval)
 
 
 class TokenBudget:

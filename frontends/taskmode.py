@@ -227,10 +227,16 @@ def spawn_background(argv: list[str], log_path: Path) -> int:
     import ga
 
     child_argv = strip_options(argv, {"--bg": False, "--input": True})
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log_file:
-        proc = procs.popen_detached(
-            [sys.executable, str(Path(ga.__file__).absolute()), *child_argv],
-            stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file)
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log_file:
+            proc = procs.popen_detached(
+                [sys.executable, str(Path(ga.__file__).absolute()), *child_argv],
+                stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file)
+    except OSError as e:  # inside an agent's sandbox: the home and its folder are read-only
+        print(f"ga: cannot start it in the background: {e.strerror or e}. Run it without --bg "
+              "(started with & it ends when the agent does), or let the agent write there "
+              "(agent.writable_roots, or --sandbox full-access)", file=sys.stderr)
+        return 1
     print(proc.pid)
     return 0

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from agent_loop import json_default
 from llmcore.base import ConfigError, unknown_key
+from tools.sandbox import SETTINGS as SANDBOX_SETTINGS
 from tools.texts import check_overrides
 
 SETTING_MINIMUM = {"plan_hint_after": 0}  # every other agent: setting is >= 1
@@ -48,11 +49,14 @@ class Settings:
 
     @classmethod
     def from_dict(cls, data: dict, path: str | None = None) -> Settings:
-        """The validated ``agent:`` section; a bad key or value is a ConfigError."""
+        """The validated ``agent:`` section; a bad key or value is a ConfigError. The
+        sandbox keys are left to ``tools.sandbox.Settings``."""
         known = [f.name for f in fields(cls)]
+        data = {k: v for k, v in data.items() if k not in SANDBOX_SETTINGS}
         for key, value in data.items():
             if key not in known:
-                raise unknown_key(path, f"agent.{key}", key, known, "setting")
+                raise unknown_key(path, f"agent.{key}", key, [*known, *SANDBOX_SETTINGS],
+                                  "setting")
             if key == "texts":
                 check_overrides(value, path, "agent.texts")
                 continue

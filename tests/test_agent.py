@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ga import GenericAgent
 from llmcore.scripted import ScriptedClient
+from tools.sandbox import Sandbox
 
 WAIT_SECONDS = 20  # sanity bound: an event the worker passes on arrives long before
 
@@ -28,14 +29,15 @@ def test_put_task_returns_a_queue_of_events_from_the_worker(home):
     first, second = agent.put_task("a"), agent.put_task("b", source="schedule")
     e1, e2 = drain(first), drain(second)
     assert e1[0] == {"type": "task_start", "prompt": "a", "source": "user",
-                     "session_id": agent.session_id}
+                     "session_id": agent.session_id, "sandbox": "workspace-write",
+                     "approval": "never"}
     assert e1[-1]["text"] == "one" and e2[-1]["text"] == "two"
     assert e2[0]["source"] == "schedule"
     agent.tasks.put(None)
 
 
 def test_abort_kills_running_code_and_ends_the_task(home, tmp_path):
-    pidfile = tmp_path / "child.pid"
+    pidfile = tmp_path / "work" / "child.pid"  # in the working folder: the sandbox allows it
     code = (f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
             "time.sleep(120)\n")
     script = [{"text": "<summary>wait</summary>",
@@ -95,7 +97,7 @@ def test_inline_eval_enters_plan_mode(run_agent, tmp_path):
 def test_inline_eval_error_is_reported_to_the_model(run_agent):
     script = [{"tool_calls": [{"name": "code_run", "args": {
         "script": "1/0", "inline_eval": "true"}}]}, {"text": "ok"}]
-    _, client, _ = run_agent(script)
+    _, client, _ = run_agent(script, sandbox=Sandbox("full-access"))
     assert "ZeroDivisionError" in client.calls[1]["messages"][0]["tool_results"][0]["content"]
 
 

@@ -122,7 +122,7 @@ def ask_step(*before: dict) -> dict:
 
 def test_an_answer_keeps_plan_mode_and_the_turns_results(run_agent):
     plan = {"name": "code_run", "args": {"type": "python", "inline_eval": True,
-                                         "script": "print(handler.enter_plan_mode('plan.md'))"}}
+                                         "script": "handler.enter_plan_mode('plan.md')"}}
     agent, client, _ = run_agent([ask_step(plan)], task="paint by plan")
     ran = client.history[-1]["content"][-2]
     _, _, events = run_agent([{"text": "done"}], task="1", agent=agent)

@@ -19,9 +19,11 @@ from frontends.cli import main
 from ga import GenericAgent
 from llmcore.scripted import ScriptedClient
 from tools.inline_eval import run_inline
+from tools.sandbox import Sandbox
 
 OPENAI_KEY = "sk-proj-" + "Zq9_xW3-" * 8
 ROOT = Path(__file__).resolve().parent.parent
+FULL_ACCESS = Sandbox("full-access")  # inline code runs unasked only where nothing is confined
 
 
 def inline(script: str, **args) -> dict:
@@ -46,7 +48,8 @@ def test_what_inline_code_prints_goes_to_the_model_masked_not_to_stdout(
             "print('to stderr', file=sys.stderr)\nprint(agent)")
     model = tmp_path / "m.yaml"
     model.write_text(yaml.safe_dump([inline(code), {"text": "done"}]))
-    assert main(["-m", f"scripted:{model}", "--json", "print the key"]) == 0
+    assert main(["-m", f"scripted:{model}", "--sandbox", "full-access", "--json",
+                 "print the key"]) == 0
     out, err = capsys.readouterr()
     events = [json.loads(line) for line in out.splitlines()]  # every line is an event
     result = next(e for e in events if e["type"] == "tool_result")["data"]
@@ -59,7 +62,7 @@ def test_what_inline_code_prints_goes_to_the_model_masked_not_to_stdout(
 def test_inline_output_reaches_the_model_and_an_expression_gives_its_value(home):
     client = ScriptedClient([inline("print('hello from inside')"), inline("6 * 7"),
                              {"text": "done"}])
-    agent = GenericAgent(client, home=home, cwd=Path.cwd())
+    agent = GenericAgent(client, home=home, cwd=Path.cwd(), sandbox=FULL_ACCESS)
     list(agent.run_task("run inline"))
     assert "hello from inside" in sent_results(client)[0]
     assert '"result": "42"' in sent_results(client, 2)[0]
@@ -69,7 +72,7 @@ def test_inline_code_past_its_timeout_is_left_running_and_the_task_goes_on(home,
     code = ("import threading\nagent.gate = threading.Event()\nprint('started')\n"
             "agent.gate.wait(20)\nprint('finished late')")
     client = ScriptedClient([inline(code, timeout=1), {"text": "went on"}])
-    agent = GenericAgent(client, home=home, cwd=Path.cwd())
+    agent = GenericAgent(client, home=home, cwd=Path.cwd(), sandbox=FULL_ACCESS)
     end = list(agent.run_task("wait forever"))[-1]
     assert end["result"] == "CURRENT_TASK_DONE" and end["text"] == "went on"
     sent = json.loads(sent_results(client)[0])
@@ -113,7 +116,7 @@ def test_other_threads_write_to_the_real_streams_while_inline_code_runs(tmp_path
                                  "BaseException('odd')", "StopIteration"])
 def test_every_way_out_of_inline_code_is_an_error_result(home, exc):
     client = ScriptedClient([inline(f"print('before')\nraise {exc}"), {"text": "went on"}])
-    agent = GenericAgent(client, home=home, cwd=Path.cwd())
+    agent = GenericAgent(client, home=home, cwd=Path.cwd(), sandbox=FULL_ACCESS)
     end = list(agent.run_task("raise"))[-1]
     assert end["result"] == "CURRENT_TASK_DONE" and end["text"] == "went on"
     sent = json.loads(sent_results(client)[0])
@@ -124,7 +127,7 @@ def test_every_way_out_of_inline_code_is_an_error_result(home, exc):
 def test_inline_code_runs_in_the_named_folder(home, tmp_path):
     (tmp_path / "work" / "sub").mkdir()
     client = ScriptedClient([inline("import os\n_r = os.getcwd()", cwd="sub"), {"text": "ok"}])
-    list(GenericAgent(client, home=home, cwd=Path.cwd()).run_task("where"))
+    list(GenericAgent(client, home=home, cwd=Path.cwd(), sandbox=FULL_ACCESS).run_task("where"))
     assert json.loads(sent_results(client)[0])["result"].endswith("/work/sub'")
 
 
@@ -136,8 +139,8 @@ def test_inline_code_closing_a_stream_leaves_the_runtime_s_streams_open(tmp_path
     model.write_text(yaml.safe_dump([inline(code), {"text": "the answer"}]))
     env = {**os.environ, "GA_HOME": str(tmp_path / "h"), "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, str(ROOT / "ga.py"), "-m", f"scripted:{model}",
-                           *flags, "close it"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
+                           "--sandbox", "full-access", *flags, "close it"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "the answer" in proc.stdout and "Traceback" not in proc.stderr
     assert "lost sys." not in proc.stderr

@@ -79,12 +79,11 @@ def test_readme_browser_config_is_valid():
     assert cfg.window_size == (1280, 1000) and not cfg.attach
 
 
-def test_readme_safety_matches_tools_that_run_unasked_outside_the_working_folder(
-        tmp_path, capsys):
+def test_readme_safety_matches_what_the_sandbox_lets_through(tmp_path, capsys):
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    safety = text.split("## Safety", 1)[1]
-    assert "No sandbox, no confirmation" in safety and "without\n  asking you" in safety
-    assert "a convention, not a jail" in safety and "restricts no file" in safety
+    safety = text.split("## Safety", 1)[1].split("\n## ", 1)[0]
+    assert "| `workspace-write` (default) |" in safety and "`--yolo`" in safety
+    assert "agent: {sandbox: full-access" in safety and "macOS" in safety
     work, outside = tmp_path / "project", tmp_path / "outside"
     work.mkdir()
     outside.mkdir()
@@ -93,9 +92,11 @@ def test_readme_safety_matches_tools_that_run_unasked_outside_the_working_folder
         {"name": "code_run", "args": {"type": "bash", "script": "echo y > ../outside/ran"}}]},
         {"text": "done"}]
     (tmp_path / "m.json").write_text(json.dumps(steps))
-    assert main(["-m", f"scripted:{tmp_path / 'm.json'}", "-C", str(work), "--no-user-tools",
-                 "write outside"]) == 0
-    assert (outside / "written.txt").read_text() == "x"  # what the section says: no jail
+    run = ["-m", f"scripted:{tmp_path / 'm.json'}", "-C", str(work), "write outside"]
+    assert main(run) == 0
+    assert list(outside.iterdir()) == []  # the default: nothing outside the workspace
+    assert main(["--yolo", *run]) == 0  # the original's behaviour, as the section says
+    assert (outside / "written.txt").read_text() == "x"
     assert (outside / "ran").read_text() == "y\n"
 
 

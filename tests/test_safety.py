@@ -29,6 +29,7 @@ from agent_loop import (
 from frontends.cli import main
 from ga import GenericAgent
 from llmcore.scripted import ScriptedClient
+from tools.sandbox import Sandbox
 
 __all__ = ["llm_server"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +114,7 @@ def test_inline_eval_exit_is_an_error_for_the_model(home, code, name):
     script = [{"tool_calls": [{"name": "code_run", "args": {"script": code,
                                                              "inline_eval": True}}]},
               {"text": "went on"}]
-    agent = GenericAgent(ScriptedClient(script), home=home)
+    agent = GenericAgent(ScriptedClient(script), home=home, sandbox=Sandbox("full-access"))
     agent.start()
     end = drain(agent.put_task("exit"))[-1]
     assert end["result"] == "CURRENT_TASK_DONE" and end["text"] == "went on"
@@ -359,12 +360,13 @@ def small_home(tmp_path):
     subprocess.run(["umount", str(mnt)], check=False)
 
 
-def run_ga(home: Path, script: list[dict], tmp_path: Path) -> subprocess.CompletedProcess:
+def run_ga(home: Path, script: list[dict], tmp_path: Path,
+           *extra: str) -> subprocess.CompletedProcess:
     model = tmp_path / "model.yaml"
     model.write_text(yaml.safe_dump(script))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, str(ROOT / "ga.py"), "--home", str(home), "-m",
-                           f"scripted:{model}", "go"], capture_output=True, text=True,
+                           f"scripted:{model}", *extra, "go"], capture_output=True, text=True,
                           timeout=60, env=env, cwd=tmp_path / "work")
 
 
@@ -377,7 +379,7 @@ def test_a_home_that_fills_up_is_reported_once_and_the_task_ends(small_home, tmp
          "tool_calls": [{"name": "code_run", "args": {"type": "bash", "script": fill}}]},
         {"text": "<summary>more</summary>" + "x" * 20_000,
          "tool_calls": [{"name": "update_working_checkpoint", "args": {"key_info": "k"}}]},
-        {"text": "finished anyway"}], tmp_path)
+        {"text": "finished anyway"}], tmp_path, "--sandbox", "full-access")  # fills the home
     assert proc.returncode == 0, proc.stderr
     assert "finished anyway" in proc.stdout
     assert proc.stderr.count("cannot write the session journal") == 1

@@ -235,7 +235,7 @@ def test_find_session_by_prefix_and_listing_order(home, tmp_path):
 
 
 def test_resume_after_sigkill_mid_task_sees_same_key_info_and_history(home, tmp_path):
-    marker = tmp_path / "started.txt"
+    marker = Path.cwd() / "started.txt"  # in the working folder: the sandbox allows it
     steps = [CHECKPOINT,
              {"text": "<summary>long run</summary>running",
               "tool_calls": [{"name": "code_run", "args": {

@@ -237,7 +237,8 @@ def test_bg_subagent_ends_with_the_agent_that_launched_it(tmp_path, home, tmpdir
     inner = write_model(tmp_path, [code_step(f"exec -a {mark}-inner sleep 300")], "inner.yaml")
     launch = (f"{sys.executable} {GA} -m {inner} --task {tmp_path / 'sub'} --input go --bg\n"
               f"exec -a {mark}-outer sleep 300")
-    proc = start_ga(tmp_path, home, tmpdir_env, [code_step(launch)])
+    proc = start_ga(tmp_path, home, tmpdir_env, [code_step(launch)],
+                    extra=("--sandbox", "full-access"))  # the subagent writes its home
     wait_until(lambda: len(pids_with(mark)) == 2, START_SECONDS, "both agents' code running")
     os.kill(proc.pid, signal.SIGKILL)
     wait_until(lambda: not pids_with(mark), NESTED_GONE_SECONDS, "both agents' code gone")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -17,7 +18,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from web_site import EXIT_WAIT, goto, need_browser, running_with, short_temp, wait_exit, web_site
+from web_site import (
+    DOWNLOAD_NAME,
+    EXIT_WAIT,
+    goto,
+    need_browser,
+    running_with,
+    short_temp,
+    wait_exit,
+    web_site,
+)
 
 from ga import GenericAgent
 from llmcore.scripted import ScriptedClient
@@ -328,6 +338,27 @@ def test_the_launched_browser_gets_the_childrens_env_and_writes_nothing_in_home(
     assert Path(env["XDG_CONFIG_HOME"]).parent == Path(env["HOME"])
     assert Path(env["HOME"]).is_relative_to(launched.run_dir)
     assert list(real_home.rglob("*")) == []  # no crash reports, dconf or caches there
+
+
+def test_the_browser_saves_no_download(home, tmp_path, web_site):
+    need_browser()
+    agent = GenericAgent(ScriptedClient([]), home=home, cwd=tmp_path)
+    ended: queue.Queue = queue.Queue()
+
+    def on_event(method: str, params: dict, session_id: str | None) -> None:
+        if method == "Browser.downloadProgress" and params.get("state") != "inProgress":
+            ended.put(params["state"])
+
+    try:
+        agent.browser.ensure()
+        agent.browser.conn.on(on_event)
+        web_execute_js(agent.browser, f"location.href = '{web_site('/download.bin')}'")
+        assert ended.get(timeout=EXIT_WAIT) == "canceled"
+        saved = [p for p in (agent.browser.launched.run_dir, tmp_path)
+                 for p in p.rglob(DOWNLOAD_NAME)]
+    finally:
+        agent.close()
+    assert saved == []
 
 
 def test_an_agent_dropped_without_close_still_ends_its_browser(home, tmp_path):

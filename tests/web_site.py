@@ -26,6 +26,7 @@ from tools.web import BrowserConfig, unavailable_reason
 from tools.web.browser import Browser
 from tools.web.execute import web_execute_js
 
+DOWNLOAD_NAME = "ga-download-test.bin"  # what /download.bin asks the browser to save
 LATE_DELAY = 0.5  # seconds /slow-data takes: the late page renders after it
 SHUTDOWN_POLL_SECONDS = 0.01
 SECRET_PASSWORD = "hunter2-secret"
@@ -237,6 +238,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(_json(), "application/json")
         elif url.path in BUSY_PAGES:
             self._send(BUSY_PAGES[url.path])
+        elif url.path == "/download.bin":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Disposition", f"attachment; filename={DOWNLOAD_NAME}")
+            self.send_header("Content-Length", "4")
+            self.end_headers()
+            self.wfile.write(b"DATA")
         elif url.path == "/items.html":
             self._send(items_page(int(parse_qs(url.query).get("n", ["3000"])[0])))
         elif url.path in PAGES:

@@ -23,9 +23,13 @@ import time
 from collections import deque
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmcore.secrets import EnvPolicy, Redactor
 from tools import ToolError, procs
+
+if TYPE_CHECKING:
+    from tools.sandbox import Confinement
 
 MIN_TIMEOUT = 1
 MAX_TIMEOUT = 600
@@ -78,6 +82,7 @@ def code_run(
     env: Mapping[str, str] | None = None,
     import_path: Sequence[str | Path] = (),
     redact: Redactor | None = None,
+    confine: Confinement | None = None,
 ) -> Generator[str, None, dict]:
     """Run ``code``; yield its output live; return status, exit code and truncated stdout.
 
@@ -86,6 +91,7 @@ def code_run(
     ``import_path``: folders a python script imports from (the home's ``memory/``, so its
     helpers import one another), put on ``PYTHONPATH`` after what is there already: python
     processes the script starts import from them too.
+    ``confine`` (``tools.sandbox``) starts it inside the sandbox.
     ``exit_code`` is None when the run was killed (status ``timeout``, which also gives the
     ``timeout`` in seconds, or ``aborted``).
     """
@@ -95,6 +101,8 @@ def code_run(
     script = None
     try:
         argv, script = _command(code, kind)
+        if confine is not None:
+            argv = confine.wrap(argv, python=kind == "python")
         child = _Child(argv, folder, abort,
                        _child_env(env, import_path if kind == "python" else ()))
     except OSError as e:

@@ -92,13 +92,24 @@ def popen_detached(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen:
     proc = subprocess.Popen(argv, **popen_kwargs, **_new_group())
     outer = os.environ.get(TIE_ENV)
     if outer and Path(outer, TIED_DIR).is_dir():
-        _register(Path(outer), proc.pid)
+        try:
+            _register(Path(outer), proc.pid)
+        except OSError as e:  # e.g. a sandboxed caller: it would outlive its runtime
+            end_group(proc)
+            raise OSError(e.errno, "it cannot be tied to the agent that started it (that "
+                          f"agent's folder {outer} is not writable here)") from None
     return proc
 
 
 def runtime_dir() -> Path:
     """This runtime's private temp dir, removed when the runtime ends, however it ends."""
     return _runtime().dir
+
+
+def started_dir() -> Path | None:
+    """``runtime_dir()`` when this process has one already, else None (nothing is started)."""
+    runtime = _RUNTIMES.get(os.getpid())
+    return runtime.dir if runtime is not None else None
 
 
 def owned_dir(parent: Path, prefix: str) -> Path:

@@ -48,6 +48,8 @@ EN: dict[str, str] = {
         "[Note] key_info was set {n} task(s) ago; update it, or clear it with "
         "update_working_checkpoint(key_info=\"\") if this is a new task."),
     "user_line": "[USER] {text}",
+    "param_escalate": "Run outside the sandbox; the user is asked first.",
+    "param_reason": "Why it must leave the sandbox (shown to the user).",
     "agent_line": "[Agent] {text}",
     "answered_directly": "answered the user directly",
     "empty_reply": "[System] Blank response. Regenerate your reply and use a tool.",
@@ -136,6 +138,8 @@ ZH: dict[str, str] = {
         "[Note] key_info 设于 {n} 个任务之前；若这是新任务，请更新它，或用 "
         "update_working_checkpoint(key_info=\"\") 清空。"),
     "user_line": "[USER] {text}",
+    "param_escalate": "在沙箱外运行；先征得用户同意。",
+    "param_reason": "为何必须离开沙箱（会显示给用户）。",
     "agent_line": "[Agent] {text}",
     "answered_directly": "直接回答了用户问题",
     "empty_reply": "[System] 空回复。请重新生成回复并调用工具。",

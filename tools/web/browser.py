@@ -101,6 +101,8 @@ class Browser:
             ws_url = self.launched.ws_url
         self.conn = Connection(ws_url)
         self.conn.on(self._on_event)
+        # the browser is not sandboxed: what the model browses is never saved to disk
+        self.conn.call("Browser.setDownloadBehavior", {"behavior": "deny", "eventsEnabled": True})
         self.conn.call("Target.setDiscoverTargets", {"discover": True})
         self.conn.call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True,
                                                 "flatten": True, "filter": [{"type": "page"}]})
@@ -130,6 +132,8 @@ class Browser:
     def _disconnect(self, conn: Connection, launched: Any) -> None:
         try:
             if launched is None:  # attached: leave the user's browser and tabs as they were
+                conn.call("Browser.setDownloadBehavior", {"behavior": "default"},
+                          timeout=QUICK_TIMEOUT)
                 for tab in list(self.sessions.values()):
                     tab.leave()
                 for session_id in set(self.pages) | set(self.sessions):
