@@ -18,6 +18,7 @@ from llmcore.config import load_config
 from llmcore.scripted import ScriptedClient
 from llmcore.secrets import MASK, Redactor
 from tools.files import MAX_LINE_CHARS
+from tools.sandbox import Sandbox
 from tools.web.execute import web_execute_js
 from tools.web.scan import URL_CHARS, web_scan
 
@@ -194,7 +195,8 @@ def test_inline_output_and_long_lines_are_masked_before_they_are_cut(home, inlin
         f"print('x' * {(CODE_OUTPUT_CHARS - 40) // 2 - 10} + {TOKEN!r} + 'y' * 30000)")}}
             if inline else {"name": "file_read", "args": {"path": "wide.txt"}})
     client = ScriptedClient([{"tool_calls": [call]}, {"text": "read"}])
-    agent = GenericAgent(client, home=home, cwd=Path.cwd(), redactor=Redactor([TOKEN]))
+    agent = GenericAgent(client, home=home, cwd=Path.cwd(), redactor=Redactor([TOKEN]),
+                         sandbox=Sandbox("full-access"))  # inline code runs only unconfined
     list(agent.run_task("read it"))
     sent = sent_result(client)
     assert MASK in sent and not pieces(sent)
