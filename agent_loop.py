@@ -62,9 +62,6 @@ def marker_pattern(name: str) -> str:
 MARKER_SPACE = f"[\\s{INVISIBLE}]*"
 MARKER_TAG_NAMES = "|".join(map(marker_pattern, MARKER_TAGS))
 MARKER_WORD_NAMES = "|".join(map(marker_pattern, MARKER_WORDS))
-# only the "<" is escaped: a tag needs no ">" near it to act as one, so none is looked for
-_MARKER_TAG = re.compile(rf"<({MARKER_SPACE}/?{MARKER_SPACE}(?:{MARKER_TAG_NAMES}))(?!\w)", re.I)
-_MARKER_WORD = re.compile(rf"\[({MARKER_SPACE}(?:{MARKER_WORD_NAMES}){MARKER_SPACE})\]", re.I)
 MARKERS_NOTE = ("[Note] Runtime markers in this output were escaped so they cannot act as "
                 "markers: {names} stand for the real characters of the source (without the "
                 "escapes). file_write and file_patch take the real text; file_patch also "
@@ -120,9 +117,9 @@ def neutralise_markers(text: str, tags: tuple[str, ...] = ()) -> str:
     if "<" in text:  # a plain check first: most output holds no marker at all
         if tags:
             text = _tag_re(tags).sub(_escaped_tag, text)
-        text = _MARKER_TAG.sub(_escaped_tag, text)
+        text = _tag_re(MARKER_TAGS).sub(_escaped_tag, text)
     if "[" in text:
-        text = _MARKER_WORD.sub(_escaped_word, text)
+        text = _word_re().sub(_escaped_word, text)
     return text
 
 
@@ -135,10 +132,19 @@ def _escaped_word(m: re.Match) -> str:
     return f"\\[{m.group(1)}\\]"
 
 
+# Compiled at first use, not at import: these long patterns take tens of milliseconds,
+# which a start that runs no tool (ga --help, ga acp's initialize) should not pay.
 @functools.lru_cache(maxsize=8)
 def _tag_re(tags: tuple[str, ...]) -> re.Pattern[str]:
+    """The tags ``tags`` as markers; only the "<" is escaped: a tag needs no ">" near it to
+    act as one, so none is looked for."""
     names = "|".join(map(marker_pattern, tags))
     return re.compile(rf"<({MARKER_SPACE}/?{MARKER_SPACE}(?:{names}))(?!\w)", re.I)
+
+
+@functools.cache
+def _word_re() -> re.Pattern[str]:
+    return re.compile(rf"\[({MARKER_SPACE}(?:{MARKER_WORD_NAMES}){MARKER_SPACE})\]", re.I)
 
 
 def escaped_markers(data: Any) -> list[str]:
@@ -152,8 +158,8 @@ def escaped_markers(data: Any) -> list[str]:
     if not isinstance(data, str) or ("<" not in data and "[" not in data):
         return []
     tags = {_plain(m.group(1)).replace("/", " ").split()[0].lower()
-            for m in _MARKER_TAG.finditer(data)}
-    words = {" ".join(_plain(m.group(1)).split()).upper() for m in _MARKER_WORD.finditer(data)}
+            for m in _tag_re(MARKER_TAGS).finditer(data)}
+    words = {" ".join(_plain(m.group(1)).split()).upper() for m in _word_re().finditer(data)}
     return sorted(f"&lt;{tag}" for tag in tags) + sorted(f"\\[{w}\\]" for w in words)
 
 

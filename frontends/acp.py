@@ -7,30 +7,41 @@ notifications (``acp_map``) until the prompt is answered with its stop reason. T
 thread reads the requests; each prompt is drained on a thread of its own, so a
 ``session/cancel`` and the other sessions are served meanwhile.
 
-Only protocol messages reach stdout: the protocol keeps copies of the original stdin and
-stdout, then fd 0 becomes /dev/null and fd 1 a copy of stderr, so prints, logging, rich and
-child processes can neither read the requests nor write into the replies.
+An approval question of a session's task (SPEC §11) is asked as a
+``session/request_permission`` request; the editor's response, read on the main thread like
+the requests, answers the waiting task. Only protocol messages reach stdout (``acp_wire``).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
-import os
 import sys
 import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
-from agent_loop import json_default
 from llmcore.base import ConfigError
+from tools.approval import ApprovalRequest
 
 from . import version
-from .acp_map import Updates, failure_line, read_prompt, stop_reason
+from .acp_input import mcp_servers, read_prompt
+from .acp_map import Updates, failure_line, permission_answer, permission_options, stop_reason
+from .acp_wire import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    PROMPT_RUNNING,
+    TASK_FAILED,
+    RpcError,
+    Wire,
+    protocol_streams,
+)
 from .journal import SessionState, claim_session, read_events, sessions_dir
 from .runner import Session
 from .signals import STOPS, describe
@@ -42,83 +53,14 @@ CANCEL_ANSWER_SECONDS = 0.8  # after session/cancel, the prompt answers `cancell
 SHUTDOWN_SECONDS = 10.0  # stdin closed or a signal: how long running tasks get to stop
 CANCELLED = "cancelled by the editor"
 CLOSED = "the editor closed the connection"
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-TASK_FAILED = -32000  # the task failed: the model unreachable after its retries, a crash
-PROMPT_RUNNING = -32001  # a second prompt while the session's first is unanswered
 METHODS = {"initialize": "initialize", "session/new": "new_session",
            "session/load": "load_session", "session/list": "list_sessions",
            "session/prompt": "prompt", "session/cancel": "cancel"}
 PENDING = object()  # what a request handler returns when its answer comes later
+Opener = Callable[..., Session]  # (args, home, state, mcp_servers=, can_ask=) -> Session
 
 
-class RpcError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class Wire:
-    """The protocol's stdout: one JSON-RPC object per line, one writer at a time. A client
-    that has gone away makes later writes no-ops."""
-
-    def __init__(self, out: IO[bytes]) -> None:
-        self.out = out
-        self.lock = threading.Lock()
-        self.closed = False
-
-    def send(self, message: dict) -> None:
-        text = json.dumps({"jsonrpc": "2.0", **message}, ensure_ascii=False,
-                          default=json_default)
-        data = text.encode("utf-8", "replace") + b"\n"
-        with self.lock:
-            if self.closed:
-                return
-            try:
-                self.out.write(data)
-                self.out.flush()
-            except (OSError, ValueError) as e:  # ValueError: the stream was closed
-                self.closed = True
-                log.info("the editor's end of stdout is gone (%s)", e)
-
-    def notify(self, method: str, params: dict) -> None:
-        self.send({"method": method, "params": params})
-
-    def answer(self, request_id: Any, result: Any) -> None:
-        self.send({"id": request_id, "result": result})
-
-    def fail(self, request_id: Any, code: int, message: str) -> None:
-        self.send({"id": request_id, "error": {"code": code, "message": message}})
-
-
-@contextlib.contextmanager
-def protocol_streams() -> Iterator[tuple[IO[bytes], IO[bytes]]]:
-    """(requests, replies): the process's stdin and stdout for the protocol alone; fd 0
-    reads /dev/null and fd 1 writes to stderr meanwhile (restored after)."""
-    sys.stdout.flush()
-    saved = (os.dup(0), os.dup(1))
-    requests, replies = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    os.dup2(2, 1)
-    try:
-        yield requests, replies
-    finally:
-        sys.stdout.flush()
-        for fd, copy in zip((0, 1), saved, strict=True):
-            os.dup2(copy, fd)
-            os.close(copy)
-        requests.close()
-        with contextlib.suppress(OSError):  # what the gone client did not read is lost
-            replies.close()
-
-
-def serve(args: argparse.Namespace, home: Path,
-          opener: Callable[[argparse.Namespace, Path, SessionState | None], Session]) -> int:
+def serve(args: argparse.Namespace, home: Path, opener: Opener) -> int:
     """``ga acp``: answer an editor until it closes stdin (exit 0) or a signal stops ga;
     either way running tasks are stopped (their processes killed) and journals closed."""
     with protocol_streams() as (requests, replies):
@@ -136,7 +78,7 @@ class Server:
     """The methods of the protocol, over the sessions this process has open."""
 
     def __init__(self, wire: Wire, args: argparse.Namespace, home: Path,
-                 opener: Callable[..., Session]) -> None:
+                 opener: Opener) -> None:
         self.wire = wire
         self.args = args
         self.home = home
@@ -162,9 +104,8 @@ class Server:
 
     def handle(self, message: dict) -> None:
         method, request_id = message.get("method"), message.get("id")
-        if not isinstance(method, str):
-            # A response. ga sends no requests yet; the approval question
-            # (session/request_permission, SPEC §11) will be answered here.
+        if not isinstance(method, str):  # the editor's response to a request of ga's
+            self.wire.response(message)
             return
         name = METHODS.get(method)
         params = message.get("params") or {}
@@ -213,21 +154,18 @@ class Server:
         return bool(getattr(client, "vision", True))
 
     def new_session(self, params: dict, request_id: Any) -> dict:
-        # The MCP servers an editor sends (params["mcpServers"]) are not started: the
-        # session has the config's tools only.
-        session = self.opener(self.session_args(params), self.home, None)
-        return {"sessionId": self.add(session).session.id}
+        return {"sessionId": self.open(*self.session_args(params, "session/new")).session.id}
 
     def load_session(self, params: dict, request_id: Any) -> dict:
         session_id = params.get("sessionId")
         if not isinstance(session_id, str) or not session_id:
             raise RpcError(INVALID_PARAMS, "sessionId: expected a session id")
-        args = self.session_args(params)
+        args, servers = self.session_args(params, "session/load")
         editor = self.sessions.get(session_id)
         if editor is None:
             state = claim_session(self.journal_path(session_id))
             try:
-                editor = self.add(self.opener(args, self.home, state))
+                editor = self.open(args, servers, state)
             except BaseException:
                 if state.lock is not None:
                     state.lock.release()
@@ -266,17 +204,22 @@ class Server:
             editor.prompt.cancel()
 
     # ---- sessions --------------------------------------------------------------------
-    def session_args(self, params: dict) -> argparse.Namespace:
-        """This process's options with the session's folder (``cwd``)."""
+    def session_args(self, params: dict, method: str) -> tuple[argparse.Namespace, list]:
+        """This process's options with the session's folder (``cwd``), and the MCP servers
+        sent (``tools.mcp.ServerConfig``s, added to the config's)."""
         cwd = params.get("cwd")
         if not isinstance(cwd, str) or not cwd:
             raise RpcError(INVALID_PARAMS, "cwd: expected the session's folder (an absolute "
                            "path)")
         if not Path(cwd).expanduser().is_dir():
             raise ConfigError(None, "cwd", f"not a folder: {cwd}")
-        return argparse.Namespace(**{**vars(self.args), "cwd": cwd})
+        servers = mcp_servers(params.get("mcpServers"), method)
+        return argparse.Namespace(**{**vars(self.args), "cwd": cwd}), servers
 
-    def add(self, session: Session) -> EditorSession:
+    def open(self, args: argparse.Namespace, servers: list,
+             state: SessionState | None = None) -> EditorSession:
+        """Open a session; its approval questions go to the editor (a person answers)."""
+        session = self.opener(args, self.home, state, mcp_servers=servers, can_ask=True)
         editor = self.sessions[session.id] = EditorSession(self.wire, session)
         return editor
 
@@ -321,8 +264,6 @@ class EditorSession:
         self.session = session
         self.updates = Updates(session.agent)
         session.agent.listeners.append(self.updates.watch)
-        # An approval question of this session's tools (SPEC §11) is to be asked here, as a
-        # session/request_permission request (allow_once, allow_always, reject_once).
         self.prompt: Prompt | None = None
         self.threads: list[threading.Thread] = []
 
@@ -377,6 +318,29 @@ class Prompt:
             with self.lock:
                 if not self.answered:  # nothing follows the answer
                     self.editor.notify(update)
+        if event.get("type") == "approval_request":
+            self.ask(event["request"])
+
+    def ask(self, request: ApprovalRequest) -> None:
+        """Ask the editor's person; the task waits until the response answers ``request``
+        (or a cancel ends the wait)."""
+        if self.cancelled:  # the abort ends the task's wait: nobody is asked
+            return
+        params = {"sessionId": self.editor.session.id,
+                  "toolCall": self.editor.updates.permission(request),
+                  "options": permission_options(request)}
+        self.editor.wire.request("session/request_permission", params,
+                                 lambda response: self.decide(request, response))
+
+    def decide(self, request: ApprovalRequest, response: dict) -> None:
+        answer = permission_answer(response)
+        if answer is None:  # the editor cancelled the question: the prompt is cancelled
+            if not request.answered:
+                self.cancel()
+            return
+        if answer[1]:
+            log.warning("approval of %s: %s", request.tool, answer[1])
+        request.answer(*answer)
 
     def outcome(self, end: dict) -> dict:
         reason = "cancelled" if self.cancelled else stop_reason(end)

@@ -1,5 +1,5 @@
-"""What ``ga acp`` and an editor say to each other (SPEC §13): the agent's events as ACP
-``session/update`` objects, a task's end as a stop reason, a prompt's content blocks as a task.
+"""What ``ga acp`` tells an editor (SPEC §13): the agent's events as ACP ``session/update``
+objects, a task's end as a stop reason, an approval question as ``session/request_permission``.
 
 The mapping (our ``--json`` events → ``sessionUpdate``):
 ``text`` → ``agent_message_chunk`` (inline ``<thinking>`` → ``agent_thought_chunk``,
@@ -8,27 +8,26 @@ The mapping (our ``--json`` events → ``sessionUpdate``):
 ``tool_call_update`` content (the call's live output); ``tool_result`` → ``tool_call_update``
 completed or failed (an edit adds a ``diff`` item); ``usage`` → ``usage_update``; plan mode's
 checklist → ``plan``; an ``ask_user`` stop → a message with the question and its numbered
-candidates.
+candidates; ``approval_request`` → ``session/request_permission`` (the call's card pending,
+what it would run or its diff; allow_once, allow_always, reject_once), and once allowed the
+card is in_progress again.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 import re
 from pathlib import Path
 from typing import Any, Iterable, Iterator
-from urllib.parse import unquote, urlparse
 
 from agent_loop import _compact_tool_args, json_default
-from llmcore.base import ConfigError
 from tools import clip
+from tools.approval import ALWAYS, NO, YES, ApprovalRequest
 
+from .approve import question_line
 from .console import ASK_USER, RESTART_NOTE, SummaryFilter, tool_outcome
 from .runner import LIMIT_MESSAGES, end_message
-from .task_input import with_context
 
 MESSAGE, THOUGHT, USER = "agent_message_chunk", "agent_thought_chunk", "user_message_chunk"
 KINDS = {"file_read": "read", "file_write": "edit", "file_patch": "edit",
@@ -44,7 +43,11 @@ DIFF_MAX_BYTES = 100_000  # a file edited beyond this size is shown without its 
 DEFAULT_CONTEXT_TOKENS = 35_000  # usage_update size for a client without a profile
 THINKING_TAG = re.compile(r"(</?thinking>)")
 PLAN_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s*\[([ xX])\]\s*(.*\S)")
-CONTEXT_TAG = "resource"  # an embedded resource reaches the model in a <resource> block
+# session/request_permission's options: (optionId = kind, label, our decision)
+PERMISSIONS = (("allow_once", "Allow", YES), ("allow_always", "Always allow {key}", ALWAYS),
+               ("reject_once", "Reject", NO))
+DECISIONS = {option: decision for option, _, decision in PERMISSIONS}
+BACKTICKS = re.compile(r"`{3,}")
 
 
 def chunk(kind: str, text: str) -> dict:
@@ -141,6 +144,8 @@ class Updates:
         self.output = ""  # that output, its last PROGRESS_CHARS
         self.held: dict | None = None  # an ask_user call, until its result
         self.ids: dict[str, str] = {}  # our call id -> its ACP id, until the result
+        self.titles: dict[str, str] = {}  # ACP id -> its card's title, until the result
+        self.asked: set[str] = set()  # ACP ids of calls waiting for the person's answer
         self.used: dict[str, int] = {}  # how often each of our call ids was seen
         self.before: dict[str, tuple[str, str | None]] = {}  # edit call id -> (path, text)
         self.diffs: dict[str, dict] = {}  # edit call id -> its diff item
@@ -209,8 +214,8 @@ class Updates:
     def start(self, e: dict) -> dict:
         name, args = str(e.get("name")), e.get("args") or {}
         call_id = self.ids.get(str(e.get("id") or "call"))
-        update = {"sessionUpdate": "tool_call", "toolCallId": call_id,
-                  "title": f"{name}({_compact_tool_args(name, args)})",
+        title = self.titles[call_id] = f"{name}({_compact_tool_args(name, args)})"
+        update = {"sessionUpdate": "tool_call", "toolCallId": call_id, "title": title,
                   "kind": KINDS.get(name, "other"), "status": "in_progress", "rawInput": args}
         if isinstance(args.get("path"), str) and args["path"]:
             update["locations"] = [{"path": self.where(args["path"])}]
@@ -241,10 +246,32 @@ class Updates:
         if diff is not None:
             content.append(diff)
         status = "failed" if tool_outcome(data)[1] else "completed"
-        updates.append({"sessionUpdate": "tool_call_update", "toolCallId": self.ids.pop(
-            call_id, call_id), "status": status, "content": content})
+        acp_id = self.ids.pop(call_id, call_id)
+        self.titles.pop(acp_id, None)
+        updates.append({"sessionUpdate": "tool_call_update", "toolCallId": acp_id,
+                        "status": status, "content": content})
         self.call = ""
         return updates
+
+    def on_approval(self, e: dict) -> list[dict]:
+        """The person answered: an allowed call runs (its card in progress again)."""
+        call_id = self.ids.get(str(e.get("id") or "call"), "")
+        if call_id not in self.asked:
+            return []  # allowed for the session earlier: nobody was asked
+        self.asked.discard(call_id)
+        if e.get("decision") == NO:
+            return []  # its result says it was declined
+        return [{"sessionUpdate": "tool_call_update", "toolCallId": call_id,
+                 "status": "in_progress"}]
+
+    def permission(self, request: ApprovalRequest) -> dict:
+        """The ``toolCall`` of a ``session/request_permission``: the call's card, pending,
+        holding the question and what the call would run (or its diff)."""
+        call_id = self.ids.get(request.call_id, request.call_id)
+        self.asked.add(call_id)
+        title = self.titles.get(call_id) or request.tool
+        return {"toolCallId": call_id, "title": title, "kind": KINDS.get(request.tool, "other"),
+                "status": "pending", "content": question_content(request)}
 
     def on_usage(self, e: dict) -> list[dict]:
         profile = getattr(self.agent.llmclient, "profile", None)
@@ -288,69 +315,45 @@ class Updates:
                                        "oldText": None if old is None else redact(old)}
 
 
-# ---- what the editor sends ---------------------------------------------------------------
-def file_name(uri: str) -> str:
-    """A ``file://`` URI as its path; any other URI as it is."""
-    parts = urlparse(uri)
-    return unquote(parts.path) if parts.scheme == "file" else uri
+# ---- approval (SPEC §11) -------------------------------------------------------------------
+def question_content(request: ApprovalRequest) -> list[dict]:
+    """The question as a tool call's content: what the call wants (and the model's reason),
+    then the diff of an edit or the code, script or arguments."""
+    what = question_line(request)
+    what += f"\n\nreason: {request.reason}" if request.reason else ""
+    if request.kind == "diff" and request.path and request.new_text is not None:
+        return [text_item(what), {"type": "diff", "path": request.path,
+                                  "oldText": request.old_text, "newText": request.new_text}]
+    return [text_item(what), text_item(fenced(request.text, request.language))]
 
 
-def joined(parts: list[str]) -> str:
-    """Text pieces as one text, a space between two that would otherwise run together."""
-    out = ""
-    for part in parts:
-        if out and part and not out[-1].isspace() and not part[0].isspace():
-            out += " "
-        out += part
-    return out
+def fenced(text: str, language: str) -> str:
+    """``text`` as a Markdown code block, its fence longer than any backtick run in it."""
+    fence = "`" * max([3, *(len(run) + 1 for run in BACKTICKS.findall(text))])
+    return f"{fence}{language}\n{text}\n{fence}"
 
 
-def read_prompt(blocks: Any) -> tuple[str, list[bytes]]:
-    """A ``session/prompt``'s content as (task, images): text blocks are the task, a
-    ``resource_link`` names its file there, an embedded ``resource`` is named there and its
-    text goes with the task as context (neutralised like piped stdin); images, inline or
-    embedded, take the image route. Anything else is a ``ConfigError``."""
-    if not isinstance(blocks, list) or not blocks:
-        raise ConfigError(None, "prompt", "expected a list of content blocks")
-    parts: list[str] = []
-    contexts: list[str] = []
-    images: list[bytes] = []
-    for block in blocks:
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "text":
-            parts.append(str(block.get("text") or ""))
-        elif kind == "resource_link":
-            parts.append(file_name(str(block.get("uri") or block.get("name") or "")))
-        elif kind == "image":
-            images.append(decoded(block.get("data"), "an image"))
-        elif kind == "resource":
-            resource(block.get("resource") or {}, parts, contexts, images)
-        else:
-            raise ConfigError(None, "prompt", f"{kind or 'this'} content is not supported; "
-                              "send text, images, resources or resource links")
-    task = joined(parts).strip()
-    if not task and not images:
-        raise ConfigError(None, "prompt", "the prompt is empty; send the task as text")
-    for context in contexts:
-        task = with_context(task, context, CONTEXT_TAG)
-    return task, images
+def permission_options(request: ApprovalRequest) -> list[dict]:
+    """allow_once, allow_always (this tool, or inline_eval, for the session), reject_once."""
+    key = "inline_eval" if request.why == "inline_eval" else request.tool
+    return [{"optionId": option, "name": label.format(key=key), "kind": option}
+            for option, label, _ in PERMISSIONS]
 
 
-def resource(res: dict, parts: list[str], contexts: list[str], images: list[bytes]) -> None:
-    name = file_name(str(res.get("uri") or ""))
-    parts.append(name)
-    if isinstance(res.get("text"), str):
-        contexts.append(f"{name}\n{res['text']}")
-    elif str(res.get("mimeType") or "").startswith("image/"):
-        images.append(decoded(res.get("blob"), name))
-    else:
-        raise ConfigError(None, "prompt", f"{name}: a binary resource of type "
-                          f"{res.get('mimeType') or 'unknown'} cannot be read; send text or "
-                          "an image")
-
-
-def decoded(data: Any, what: str) -> bytes:
-    try:
-        return base64.b64decode(str(data or ""), validate=True)
-    except (binascii.Error, ValueError):
-        raise ConfigError(None, "prompt", f"{what}: the data is not base64") from None
+def permission_answer(response: dict) -> tuple[str, str] | None:
+    """An editor's response to ``session/request_permission`` as (decision, message for the
+    model); None for ``cancelled`` (the prompt is being cancelled). An error or an answer
+    ga cannot read declines the call, saying so."""
+    error = response.get("error")
+    if error is not None:
+        message = error.get("message") if isinstance(error, dict) else error
+        return NO, f"the editor could not ask ({message})"
+    result = response.get("result")
+    outcome = result.get("outcome") if isinstance(result, dict) else None
+    kind = outcome.get("outcome") if isinstance(outcome, dict) else None
+    if kind == "cancelled":
+        return None
+    decision = DECISIONS.get(str(outcome.get("optionId"))) if kind == "selected" else None
+    if decision is None:
+        return NO, f"the editor's answer could not be read (outcome {kind!r})"
+    return decision, ""

@@ -83,11 +83,16 @@ def inert(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
-def render_question(request: ApprovalRequest) -> str:
-    """The question as lines for a terminal (without the prompt)."""
+def question_line(request: ApprovalRequest) -> str:
+    """``code_run wants to run this bash code outside the sandbox``."""
     what = WHAT.get(request.kind, WHAT["call"]).format(language=request.language or "",
                                                        path=request.path or "")
-    lines = [f"ga: approval: {request.tool} wants to {what}{WHY.get(request.why, '')}"]
+    return f"{request.tool} wants to {what}{WHY.get(request.why, '')}"
+
+
+def render_question(request: ApprovalRequest) -> str:
+    """The question as lines for a terminal (without the prompt)."""
+    lines = [f"ga: approval: {question_line(request)}"]
     if request.reason:
         lines.append(f"  reason: {inert(request.reason)}")
     body = inert(request.text).splitlines() or ["(empty)"]

@@ -233,10 +233,12 @@ def session_folder(args, state: SessionState) -> None:
     args.cwd = state.cwd
 
 
-def open_session(args, home: Path, state: SessionState | None) -> Session:
+def open_session(args, home: Path, state: SessionState | None, mcp_servers: tuple = (),
+                 can_ask: bool | None = None) -> Session:
     """The agent, the journal (new, or the resumed one), the seed history and the token
     budget. A resumed session keeps its recorded model and folder unless ``-m``/``-C``
-    is given."""
+    is given. ``mcp_servers`` and ``can_ask`` go to ``make_agent`` (``ga acp``: the
+    editor's servers, and a person who answers)."""
     from llmcore import make_client
     from llmcore.secrets import home_redactor
 
@@ -251,7 +253,7 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
     redactor = home_redactor(home, args.config)  # the one redactor every writer uses
     client = resumed_client(args, home, state, redactor) if state else make_client(
         args.model, config_path=args.config, home=home, redactor=redactor)
-    agent = make_agent(args, home, client, api, redactor, state=state)
+    agent = make_agent(args, home, client, api, redactor, mcp_servers, state, can_ask)
     warning = mechanism_warning(agent.sandbox)
     if warning:
         say(f"ga: warning: {warning}")

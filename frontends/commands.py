@@ -81,7 +81,7 @@ def add_sandbox_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sandbox", choices=MODES, help="what code_run and the file tools may "
                    "write (default workspace-write: -C, the home's memory/, a temp folder)")
     g.add_argument("--approval", choices=APPROVALS, help="when you are asked first (default "
-                   "on-request at a terminal, else never)")
+                   "on-request at a terminal or in an editor, else never)")
     g.add_argument("--yolo", action="store_true", help="--sandbox full-access --approval "
                    "never: nothing confined, nothing asked (the original's behaviour)")
 
@@ -153,6 +153,7 @@ def command_parser(name: str, argv: list[str]) -> argparse.ArgumentParser:
         add_tool_options(p)
         if name == "acp":
             add_limit_options(p)
+            add_sandbox_options(p)
         return p
     sub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=CommandParser)
     for action, (text, arguments) in ACTIONS[name].items():

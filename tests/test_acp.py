@@ -112,7 +112,8 @@ def test_ga_acp_is_a_command_with_the_run_options(capsys):
     assert main(["acp", "--help"]) == 0
     out = capsys.readouterr().out
     assert "Agent Client Protocol" in out
-    assert all(flag in out for flag in ("--plugin", "--max-turns", "--max-tokens", "--config"))
+    assert all(flag in out for flag in ("--plugin", "--max-turns", "--max-tokens", "--config",
+                                        "--mcp-config", "--sandbox", "--approval", "--yolo"))
     assert main(["--help"]) == 0 and "ga acp" in capsys.readouterr().out
 
 

@@ -1,6 +1,7 @@
 """The ACP mapping's cases that a scripted run does not reach (SPEC §13): every stop reason,
 markup split across streamed pieces, provider events, long live output, repeated call ids,
-and the prompt blocks that are refused."""
+the prompt blocks that are refused, approval answers an editor garbles, and the MCP server
+entries an editor may send."""
 
 from __future__ import annotations
 
@@ -9,17 +10,21 @@ from pathlib import Path
 
 import pytest
 
+from frontends.acp_input import mcp_servers, read_prompt
 from frontends.acp_map import (
     PROGRESS_CHARS,
     MarkupSplitter,
     Updates,
     failure_line,
-    read_prompt,
+    fenced,
+    permission_answer,
+    permission_options,
     stop_reason,
 )
 from ga import GenericAgent
 from llmcore.base import ConfigError
 from llmcore.scripted import ScriptedClient
+from tools.approval import ApprovalRequest
 
 
 @pytest.fixture
@@ -98,3 +103,59 @@ def test_an_embedded_image_resource_takes_the_image_route():
     task, images = read_prompt([{"type": "resource", "resource": {
         "uri": "file:///w/shot.png", "blob": blob, "mimeType": "image/png"}}])
     assert (task, images) == ("/w/shot.png", [b"\x89PNG fake"])
+
+
+# ---- approval --------------------------------------------------------------------------
+def test_code_holding_a_fence_gets_a_longer_one():
+    assert fenced("a\n```\nb ````` c", "md") == "``````md\na\n```\nb ````` c\n``````"
+    assert fenced("x = 1", "python") == "```python\nx = 1\n```"
+
+
+def test_always_for_inline_eval_allows_inline_eval_not_all_of_code_run():
+    request = ApprovalRequest("code_run", "c1", "inline_eval", "1", why="inline_eval")
+    assert [o["name"] for o in permission_options(request)] == [
+        "Allow", "Always allow inline_eval", "Reject"]
+
+
+@pytest.mark.parametrize("response, answer", [
+    ({"result": {"outcome": {"outcome": "selected", "optionId": "allow_always"}}},
+     ("always", "")),
+    ({"result": {"outcome": {"outcome": "cancelled"}}}, None),
+    ({"error": {"code": -32601, "message": "Method not found"}},
+     ("no", "the editor could not ask (Method not found)")),
+    ({"result": {"outcome": {"outcome": "selected", "optionId": ["allow_once"]}}},
+     ("no", "the editor's answer could not be read (outcome 'selected')")),
+    ({"result": "yes"}, ("no", "the editor's answer could not be read (outcome None)")),
+])
+def test_an_editors_answer_is_a_decision_and_a_garbled_one_declines(response, answer):
+    assert permission_answer(response) == answer
+
+
+# ---- MCP servers an editor sends ---------------------------------------------------------
+def test_editor_servers_take_codex_keys_and_names_fit_tool_names():
+    stdio, http = mcp_servers([
+        {"name": "My Files!", "command": "files-server", "args": ["--ro"],
+         "env": [{"name": "ROOT", "value": "/w"}]},
+        {"type": "http", "name": "docs", "url": "https://docs.example/mcp",
+         "headers": [{"name": "Authorization", "value": "Bearer t"}]}], "session/new")
+    assert (stdio.name, stdio.command, stdio.args, stdio.env, stdio.required) == (
+        "My_Files_", "files-server", ("--ro",), {"ROOT": "/w"}, False)
+    assert (http.name, http.url, http.http_headers) == (
+        "docs", "https://docs.example/mcp", {"Authorization": "Bearer t"})
+    assert mcp_servers(None, "session/load") == []
+
+
+@pytest.mark.parametrize("entries, words", [
+    ({"name": "x"}, "session/new: mcpServers: expected a list of servers"),
+    ([{"command": "x"}], r"mcpServers\[0\].name: expected the server's name"),
+    ([{"name": "t", "command": "x", "env": {"A": "1"}}],
+     r"mcpServers.t.env: expected a list of \{name, value\} objects"),
+    ([{"name": "t", "command": "x", "env": [{"name": "A", "value": True}]}],
+     "mcpServers.t.env: must be a mapping of names to strings"),
+    ([{"type": "http", "name": "t", "url": "https://x", "headers": [{"value": "v"}]}],
+     "mcpServers.t.headers: expected a list"),
+    ([{"type": "acp", "name": "t", "serverId": "s"}], "'acp' servers are not supported"),
+])
+def test_a_bad_editor_server_is_named(entries, words):
+    with pytest.raises(ConfigError, match=words):
+        mcp_servers(entries, "session/new")

@@ -17,6 +17,7 @@ it stopped when it did.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import threading
 import time
@@ -32,10 +33,6 @@ NEAR_MATCH_SECONDS = 0.5  # the search stops after this long
 NEAR_MATCH_SLICE_LINES = 20_000  # lines bounded together between looks at the clock
 TELLING_CHARS = 4  # probe characters whose counts bound a line's similarity
 SAMPLE_LINES = 2_000  # lines of a slice sampled to pick the telling characters
-# A runtime marker as tool results show it (agent_loop.neutralise_markers): &lt;tag, \[WORD\]
-ESCAPED_MARKER_RE = re.compile(
-    rf"(&lt;)(?={MARKER_SPACE}/?{MARKER_SPACE}(?:{MARKER_TAG_NAMES})(?!\w))"
-    rf"|\\\[({MARKER_SPACE}(?:{MARKER_WORD_NAMES}){MARKER_SPACE})\\\]", re.I)
 
 
 @dataclass
@@ -116,6 +113,14 @@ def _shared_bound(probe: str, lines: list[str]) -> list[int]:
 
 
 # --- old_content copied from a tool result whose markers were escaped -------------------
+@functools.cache  # compiled at first use: a long pattern, not paid by a start without edits
+def escaped_marker_re() -> re.Pattern[str]:
+    """A runtime marker as tool results show it (agent_loop.neutralise_markers): &lt;tag,
+    \\[WORD\\]."""
+    return re.compile(
+        rf"(&lt;)(?={MARKER_SPACE}/?{MARKER_SPACE}(?:{MARKER_TAG_NAMES})(?!\w))"
+        rf"|\\\[({MARKER_SPACE}(?:{MARKER_WORD_NAMES}){MARKER_SPACE})\\\]", re.I)
+
 
 def unescaped_pattern(old: str) -> re.Pattern | None:
     """A pattern matching ``old`` with each escaped runtime marker in it either escaped or
@@ -126,7 +131,7 @@ def unescaped_pattern(old: str) -> re.Pattern | None:
 
 def _marker_source(text: str) -> str | None:
     parts, pos = [], 0
-    for m in ESCAPED_MARKER_RE.finditer(text):
+    for m in escaped_marker_re().finditer(text):
         parts.append(re.escape(text[pos : m.start()]))
         if m.group(1) is not None:
             parts.append("(?:&lt;|<)")
@@ -142,4 +147,4 @@ def unescape_markers(text: str) -> str:
     """``text`` with escaped runtime markers (``&lt;key_info>``, ``\\[MASTER\\]``) made real."""
     def real(m: re.Match) -> str:
         return "<" if m.group(1) is not None else f"[{m.group(2)}]"
-    return ESCAPED_MARKER_RE.sub(real, text)
+    return escaped_marker_re().sub(real, text)
