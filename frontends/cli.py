@@ -44,6 +44,7 @@ commands (ga COMMAND --help for each):
   ga memory [show|sops|lint [--fix]|path]      long-term memory
   ga tools                                     the tools the model gets, and any hidden
   ga config [path|check]                       where the config is read from; validate it
+  ga batch TASKS.jsonl [--workers N] [--ray]   many tasks, resumable (results: one line each)
 
 which words are a command:
   The first argument that is exactly a command name runs that command; options may stand

@@ -21,7 +21,7 @@ from llmcore.base import ConfigError
 if TYPE_CHECKING:
     from llmcore.config import Config, Profile
 
-COMMANDS = ("sessions", "memory", "tools", "config")
+COMMANDS = ("sessions", "memory", "tools", "config", "batch")
 DEFAULT_ACTION = {"sessions": "list", "memory": "show", "config": "check"}
 SESSIONS_LIMIT = 20
 EXIT_OK = 0
@@ -164,6 +164,10 @@ ACTIONS = {
 
 def run_command(name: str, argv: list[str]) -> int:
     """Run ``ga NAME ARGV``; ``argv`` may hold global options from before the word."""
+    if name == "batch":  # its own parser: a task file and the options of a batch
+        from .batch import batch_command
+
+        return batch_command(argv)
     try:
         args = command_parser(name, argv).parse_args(argv)
     except SystemExit as e:  # --help, or a usage error argparse already printed
