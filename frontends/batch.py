@@ -178,6 +178,12 @@ class Driver:
         self.state.running = len(self.running)
 
     def _handle(self, kind: str, task_id: Any, data: Any) -> None:
+        """A backend's event: ``started`` {session}, ``usage`` {input, cached, output},
+        ``request`` (how many model requests were let start), ``result`` (the task's line),
+        ``lost`` (status, error: its worker did not report its end)."""
+        if kind == "request":
+            self.state.requests += data
+            return
         info = self.running.get(str(task_id))
         if info is None:
             return
@@ -187,10 +193,8 @@ class Driver:
             for key in ("input", "cached", "output"):
                 info["tokens"][key] = info["tokens"].get(key, 0) + data.get(key, 0)
             self.state.tokens += data.get("input", 0) + data.get("output", 0)
-        elif kind == "request":
-            self.state.requests += 1
-        elif kind == "died":
-            self._finish(self._lost(info, "failed", data))
+        elif kind == "lost":
+            self._finish(self._lost(info, *data))
         elif kind == "result":
             if not info["tokens"]:  # a backend that reports usage only at the end
                 tokens = data.get("tokens") or {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -234,7 +235,8 @@ def check_setup(specs: list[dict], opts: Any, home: Path, where: str) -> dict:
                               "see images (vision: false); pick a vision model for this task")
     from llmcore import PROVIDERS
 
-    return {"home": str(home), "config": opts.config, "model": opts.model,
+    return {"home": str(home), "home_named": bool(opts.home or os.environ.get("GA_HOME")),
+            "config": opts.config, "model": opts.model,
             "plugins": list(opts.plugins), "no_user_tools": opts.no_user_tools,
             "max_turns": opts.max_turns, "max_tokens": opts.max_tokens,
             "preload": sorted(PROVIDERS[k].partition(":")[0] for k in kinds)}

@@ -46,6 +46,7 @@ class RequestCap:
         self.window = window
         self.clock = clock
         self.starts: collections.deque[float] = collections.deque()
+        self.count = 0
 
     def take(self) -> float:
         now = self.clock()
@@ -53,8 +54,13 @@ class RequestCap:
             self.starts.popleft()
         if len(self.starts) < self.rpm:
             self.starts.append(now)
+            self.count += 1
             return 0.0
         return self.starts[0] + self.window - now
+
+    def granted(self) -> int:
+        """How many requests were let start so far."""
+        return self.count
 
 
 # ---- the driver's side -----------------------------------------------------------------
@@ -141,7 +147,7 @@ class LocalPool:
         if message is None:
             self.workers.remove(worker)
             if spec is not None:
-                events.append(("died", spec["id"], worker.gone()))
+                events.append(("lost", spec["id"], ("failed", worker.gone())))
             else:
                 worker.gone()
             if not self.closing:
@@ -170,7 +176,7 @@ class LocalPool:
                 return
             self.waiting.popleft()
             worker.send({"type": "go", "n": n})
-            events.append(("request", worker.spec["id"], None))
+            events.append(("request", worker.spec["id"], 1))
 
     def interrupt(self, reason: str) -> None:
         self.closing = True  # a worker that dies now is not replaced

@@ -79,6 +79,7 @@ class Running:
         self._lock = threading.Lock()
         self.session: Any = None
         self.reason: str | None = None
+        self.aborted = threading.Event()  # ends a wait for the batch's request cap
 
     def start(self, session: Any) -> None:
         with self._lock:
@@ -91,6 +92,7 @@ class Running:
         with self._lock:
             self.reason = reason
             session = self.session
+        self.aborted.set()
         if session is not None:
             session.abort(reason)
 
@@ -98,6 +100,7 @@ class Running:
         with self._lock:
             self.session = None
             self.reason = None
+        self.aborted.clear()
 
 
 class Tally:
@@ -153,11 +156,11 @@ def run_task(spec: dict, common: dict, running: Running,
 def drain(session: Any, events: Any, tally: Tally, running: Running) -> dict:
     """The task's events until its end; stopped from outside (Ctrl-C from Ray's cancel, a
     SIGTERM), it is aborted and its end journaled before the stop goes on."""
-    from .signals import STOPS
+    from .signals import STOPS, describe
 
     try:
         return session.drain(events, tally)
     except STOPS as stop:
-        running.finish()
+        running.abort(describe(stop))
         session.stop(events, stop)
         raise

@@ -72,9 +72,9 @@ def start_batch(tmp_path: Path, home: Path, *args: str, env: dict | None = None
                             stderr=open(tmp_path / "err.txt", "w"))  # noqa: SIM115
 
 
-def finish(proc: subprocess.Popen) -> int:
+def finish(proc: subprocess.Popen, seconds: float = EXIT_SECONDS) -> int:
     try:
-        return proc.wait(EXIT_SECONDS)
+        return proc.wait(seconds)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -301,3 +301,27 @@ def test_exactly_workers_tasks_run_at_once_each_in_its_own_warm_process(tmp_path
     pids = {re.search(r"PID=(\d+)", json.dumps(llm_server.requests_for(tag(n))[1]["body"]))[1]
             for n in range(2 * workers)}
     assert len(pids) == workers  # one process per running task, each kept for the next
+
+
+# ---- 7. Ray only with --ray ---------------------------------------------------------------
+def test_ray_is_imported_only_with_ray_and_without_it_one_line_says_how_to_install(
+        tmp_path, home, cfg, llm_server):
+    import subprocess
+    import sys
+
+    from batchutil import ROOT
+
+    llm_server.answer(tag(1), answer("ok"))
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(1)} go"}])
+    run = ["batch", str(tasks), "--config", cfg, "-m", "p"]
+    head = f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+    local = f"{head}from frontends.cli import main; code = main({run!r}); " \
+        "assert 'ray' not in sys.modules; sys.exit(code)"
+    done = subprocess.run([sys.executable, "-c", local], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    on_ray = [*run, "--ray", "--out", "ray.jsonl"]
+    missing = f"{head}sys.modules['ray'] = None; from frontends.cli import main; " \
+        f"sys.exit(main({on_ray!r}))"
+    done = subprocess.run([sys.executable, "-c", missing], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == 'ga: --ray: Ray is not installed: pip install "genericagent[ray]"'
