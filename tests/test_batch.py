@@ -325,3 +325,15 @@ def test_ray_is_imported_only_with_ray_and_without_it_one_line_says_how_to_insta
     done = subprocess.run([sys.executable, "-c", missing], capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.strip() == 'ga: --ray: Ray is not installed: pip install "genericagent[ray]"'
+
+
+def test_a_second_batch_writing_the_same_results_is_refused(tmp_path, home, cfg, llm_server,
+                                                            capsys):
+    import fcntl
+
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(1)} go"}])
+    with open(tmp_path / "tasks.results.jsonl", "a") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # as the driver of a running batch does
+        assert batch(tasks, cfg) == 2
+    assert "another ga batch is writing these results" in capsys.readouterr().err
+    assert llm_server.requests == []
