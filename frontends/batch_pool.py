@@ -92,8 +92,18 @@ class Worker:
         except OSError:
             pass  # the worker is gone: its reader reports that
 
+    def send_eof(self) -> None:
+        """The end of its input: an idle worker exits."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass  # already gone
+
     def gone(self) -> str:
-        """How the worker process ended, for the task it was running."""
+        """How the worker process ended (ended now, if it broke the protocol), for the task
+        it was running."""
+        if self.proc.poll() is None:
+            end_group(self.proc)
         code = self.proc.wait()
         release(self.proc)
         if code < 0:
@@ -115,12 +125,18 @@ class LocalPool:
         self.inbox: queue.Queue = queue.Queue()
         self.log = open(log_path, "ab")  # noqa: SIM115 (the workers' stderr, while they run)
         self.workers = [self._new() for _ in range(workers)]
+        self.retired: list[Worker] = []  # replaced, ending on their own
         self.waiting: collections.deque[tuple[Worker, int]] = collections.deque()
         self.next_grant = 0.0
         self.closing = False
 
     def _new(self) -> Worker:
         return Worker(self.inbox, self.hello, self.log)
+
+    def _replace(self, worker: Worker) -> None:
+        self.workers.remove(worker)
+        if not self.closing:
+            self.workers.append(self._new())
 
     def submit(self, spec: dict) -> None:
         worker = next(w for w in self.workers if w.spec is None)
@@ -145,13 +161,11 @@ class LocalPool:
     def _handle(self, worker: Worker, message: dict | None, events: list) -> None:
         spec = worker.spec
         if message is None:
-            self.workers.remove(worker)
+            gone = worker.gone()
             if spec is not None:
-                events.append(("lost", spec["id"], ("failed", worker.gone())))
-            else:
-                worker.gone()
-            if not self.closing:
-                self.workers.append(self._new())
+                events.append(("lost", spec["id"], ("failed", gone)))
+            if worker in self.workers:  # else: retired, already replaced
+                self._replace(worker)
             return
         kind = message.get("type")
         if spec is None:
@@ -161,6 +175,10 @@ class LocalPool:
         elif kind == "result":
             worker.spec = None
             events.append(("result", spec["id"], message["record"]))
+            if message.get("retire"):  # code of that task still runs in it
+                self._replace(worker)
+                self.retired.append(worker)
+                worker.send_eof()
         elif kind in ("started", "usage"):
             events.append((kind, spec["id"], message))
 
@@ -191,17 +209,16 @@ class LocalPool:
                 end_group(worker.proc)
 
     def close(self) -> None:
-        """Idle workers end on the end of their input; any other is ended."""
+        """Workers end at the end of their input; one still running after
+        ``WORKER_EXIT_SECONDS`` is ended."""
         self.closing = True
         for worker in self.workers:
-            try:
-                worker.proc.stdin.close()
-            except OSError:
-                pass  # already gone
+            worker.send_eof()
         deadline = time.monotonic() + WORKER_EXIT_SECONDS
-        for worker in self.workers:
-            end_group(worker.proc, grace=0.0,
-                      wait=lambda _, p=worker.proc: _wait_until(p, deadline))
+        for worker in [*self.workers, *self.retired]:
+            _wait_until(worker.proc, deadline)
+            if worker.proc.poll() is None:
+                end_group(worker.proc)
             worker.proc.wait()
             release(worker.proc)
         self.log.close()
@@ -305,8 +322,9 @@ def serve(channel: Channel, common: dict, wait_turn: Callable[[], None] | None) 
             result = run_task(spec, common, channel.running, channel.send, wait_turn)
         except Exception as e:  # the worker's edge: the driver always gets a result
             result = crashed(spec, e)
-        channel.send({"type": "result", "record": result})
-        if any(t.name in LEFTOVER_THREADS for t in threading.enumerate()):
+        retire = any(t.name in LEFTOVER_THREADS for t in threading.enumerate())
+        channel.send({"type": "result", "record": result, "retire": retire})
+        if retire:
             return 0  # a task's code still runs here: the next task gets a new process
     return 0
 

@@ -337,3 +337,18 @@ def test_a_second_batch_writing_the_same_results_is_refused(tmp_path, home, cfg,
         assert batch(tasks, cfg) == 2
     assert "another ga batch is writing these results" in capsys.readouterr().err
     assert llm_server.requests == []
+
+
+def test_a_task_whose_code_keeps_running_in_its_worker_gets_that_worker_retired(
+        tmp_path, home, cfg, llm_server):
+    left = json.dumps({"type": "python", "inline_eval": True, "timeout": 1,
+                       "script": "import os, time\nprint('PID=%d' % os.getpid())\n"
+                                 "time.sleep(30)"})
+    llm_server.answer(tag(1), Reply(text="<summary>r</summary>", tool_calls=[("code_run", left)]),
+                      answer("left it running"))
+    llm_server.answer(tag(2), code("echo PID=$PPID"), answer("ok"))
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(n)} go"} for n in (1, 2)])
+    assert batch(tasks, cfg, "--workers", "1") == 0
+    first, second = (re.search(r"PID=(\d+)", json.dumps(llm_server.requests_for(tag(n))[1]))[1]
+                     for n in (1, 2))
+    assert first != second  # the next task did not share a process with the code left behind
