@@ -22,12 +22,10 @@ from typing import Any, Callable, Iterable
 from llmcore.base import ConfigError
 
 from .batch_input import check_setup, load_tasks, tasks_from_list
-from .batch_task import record
+from .batch_task import FINAL, RETRYABLE, record
 from .batch_view import BatchState, BatchView, summary_lines
 from .signals import STOPS, describe
 
-FINAL = ("done", "failed", "asked", "limit")  # a re-run skips these (interrupted is not final)
-RETRYABLE = ("failed", "limit", "asked")  # what --retry may name
 EXIT_FAILED, EXIT_LIMIT, EXIT_ASKED = 1, 4, 3
 TICK_SECONDS = 0.25  # the driver looks at its tasks and the display this often
 ABORT_GRACE_SECONDS = 5.0  # after Ctrl-C/SIGTERM, how long aborted tasks get to end

@@ -24,7 +24,20 @@ NAME_HASH_CHARS = 8  # a folder name changed to be safe gets this much of the id
 
 def parse_args(argv: list[str]) -> argparse.Namespace | int:
     """The options of ``ga batch``, or the exit code of ``--help`` / a usage error."""
-    from .batch import RETRYABLE
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error argparse already printed
+        return e.code if isinstance(e.code, int) else 2
+    if args.cwd:
+        raise ConfigError(None, "-C", "ga batch takes each task's folder from its cwd field; "
+                          "a task without one acts in a fresh OUT.work/ID/ folder")
+    args.plugins = tuple(str(Path(f).expanduser().absolute()) for f in args.plugin or ())
+    args.config = str(Path(args.config).expanduser().absolute()) if args.config else None
+    return args
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .batch_task import RETRYABLE
     from .commands import CommandParser, add_global_options, add_tool_options, positive_int
 
     p = CommandParser(prog="ga batch", description=(
@@ -54,16 +67,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace | int:
                    help="token budget per task, unless the task gives max_tokens")
     add_global_options(p)
     add_tool_options(p)
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as e:  # --help, or a usage error argparse already printed
-        return e.code if isinstance(e.code, int) else 2
-    if args.cwd:
-        raise ConfigError(None, "-C", "ga batch takes each task's folder from its cwd field; "
-                          "a task without one acts in a fresh OUT.work/ID/ folder")
-    args.plugins = tuple(str(Path(f).expanduser().absolute()) for f in args.plugin or ())
-    args.config = str(Path(args.config).expanduser().absolute()) if args.config else None
-    return args
+    return p
 
 
 def positive_float(text: str) -> float:
@@ -77,7 +81,7 @@ def positive_float(text: str) -> float:
 
 
 def statuses(text: str) -> tuple[str, ...]:
-    from .batch import RETRYABLE
+    from .batch_task import RETRYABLE
 
     names = tuple(s.strip() for s in text.split(",") if s.strip())
     for name in names:

@@ -294,11 +294,11 @@ class Channel:
 def worker_main() -> int:
     """A worker process: run the tasks that arrive until the input ends."""
     import importlib
+    import logging
 
     from . import signals
-    from .cli import setup_logging
 
-    setup_logging(False)
+    logging.basicConfig(format="ga: %(message)s", level=logging.WARNING)  # to the batch log
     channel = Channel()
     hello = json.loads(channel.proto_in.readline() or "{}")
     for name in (*PRELOAD, *hello.get("common", {}).get("preload", ())):

@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 from llmcore.base import ConfigError
 
+FINAL = ("done", "failed", "asked", "limit")  # a re-run skips these (interrupted is not final)
+RETRYABLE = ("failed", "limit", "asked")  # what --retry may name
 STATUSES = {"CURRENT_TASK_DONE": "done", "EXITED": "asked", "MAX_TURNS_EXCEEDED": "limit",
             "NO_PROGRESS": "limit", "BUDGET_EXCEEDED": "limit", "ABORTED": "interrupted",
             "FAILED": "failed"}
@@ -126,7 +128,7 @@ def run_task(spec: dict, common: dict, running: Running,
     """Run one task to its end in this process and return its result line. ``send`` gets
     ``started`` (with the session id) and ``usage`` messages; ``before_request`` runs before
     each model request (the batch's request cap)."""
-    from .cli import open_session
+    from .session_setup import open_session
 
     started = time.monotonic()
     if spec.get("fresh"):

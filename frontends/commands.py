@@ -164,10 +164,6 @@ ACTIONS = {
 
 def run_command(name: str, argv: list[str]) -> int:
     """Run ``ga NAME ARGV``; ``argv`` may hold global options from before the word."""
-    if name == "batch":  # its own parser: a task file and the options of a batch
-        from .batch import batch_command
-
-        return batch_command(argv)
     try:
         args = command_parser(name, argv).parse_args(argv)
     except SystemExit as e:  # --help, or a usage error argparse already printed
