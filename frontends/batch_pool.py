@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -102,13 +103,12 @@ class Worker:
     def gone(self) -> str:
         """How the worker process ended (ended now, if it broke the protocol), for the task
         it was running."""
+        _wait_until(self.proc, time.monotonic() + WORKER_EXIT_SECONDS)
         if self.proc.poll() is None:
             end_group(self.proc)
         code = self.proc.wait()
         release(self.proc)
         if code < 0:
-            import signal
-
             how = f"was killed by {signal.Signals(-code).name}"
         else:
             how = f"exited with code {code}"
@@ -259,8 +259,11 @@ class Channel:
 
     def send(self, message: dict) -> None:
         with self._lock:
-            self.proto_out.write(json.dumps(message, ensure_ascii=False) + "\n")
-            self.proto_out.flush()
+            try:
+                self.proto_out.write(json.dumps(message, ensure_ascii=False) + "\n")
+                self.proto_out.flush()
+            except OSError:
+                pass  # the driver is gone: the input ends too, and this worker with it
 
     def read(self) -> None:
         for line in self.proto_in:
