@@ -123,7 +123,7 @@ class BatchView:
 
     def summary(self, lines: list[str]) -> None:
         self.close()
-        for line in lines:
+        for line in lines if self.enabled else ():
             self.console.print(f"ga: {line}", markup=False)
 
 

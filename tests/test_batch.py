@@ -264,7 +264,7 @@ def test_progress_lines_and_summary_go_to_stderr(tmp_path, home, cfg, llm_server
 
 
 # ---- 8. the Python function ---------------------------------------------------------------
-def test_run_batch_runs_a_list_of_tasks_for_a_program(tmp_path, home, cfg, llm_server):
+def test_run_batch_runs_a_list_of_tasks_for_a_program(tmp_path, home, cfg, llm_server, capsys):
     from frontends.batch import run_batch
 
     llm_server.answer(tag(1), answer("one"))
@@ -277,6 +277,7 @@ def test_run_batch_runs_a_list_of_tasks_for_a_program(tmp_path, home, cfg, llm_s
     assert report.results == sorted(results(tmp_path / "r.jsonl"),
                                     key=lambda r: str(r["id"]) != "a")
     assert (tmp_path / "r.work" / "a").is_dir()
+    assert capsys.readouterr() == ("", "")  # progress=False: the program shows what it likes
 
 
 def test_run_batch_without_a_results_file_for_a_list_says_what_to_give(home, cfg):
