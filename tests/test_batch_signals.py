@@ -86,7 +86,8 @@ def test_a_signal_aborts_running_tasks_records_them_interrupted_and_a_rerun_resu
     for r in got:  # each was aborted in its worker, its end journaled
         journal = (home / "sessions" / f"{r['session']}.jsonl").read_text()
         assert '"result": "ABORTED"' in journal
-    assert not pids_with(mark) and not [p for p in workers if alive(p)]
+    wait_until(lambda: not pids_with(mark) and not [p for p in workers if alive(p)],
+               GONE_SECONDS, "the tasks' code, the workers and the driver's watchdog gone")
     assert "stopping 2 running task(s)" in (tmp_path / "err.txt").read_text()
     llm_server.by_marker.clear()
     for n in range(4):
