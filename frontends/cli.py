@@ -26,11 +26,11 @@ from .commands import (
     add_tool_options,
     resolve_home,
 )
+from .session_setup import open_session, resume_command
 from .task_input import task_text
 from .terminal import say
 
 if TYPE_CHECKING:
-    from .journal import SessionState
     from .runner import Session
 
 # The agent, the journal and the front ends are imported where they are used, so that
@@ -48,6 +48,7 @@ commands (ga COMMAND --help for each):
   ga config [path|check]                       where the config is read from; validate it
   ga acp                                       serve an editor (Agent Client Protocol)
   ga mcp [list|call SERVER TOOL [JSON]]        MCP servers: their tools and costs; call one
+  ga batch TASKS.jsonl [--workers N] [--ray]   many tasks, resumable (results: one line each)
 
 which words are a command:
   The first argument that is exactly a command name runs that command; options may stand
@@ -213,73 +214,6 @@ def setup_logging(verbose: bool) -> Callable[[], None]:
     return restore
 
 
-def resume_command(args) -> str:
-    """How to run ga again with the same home and config, from any folder (for printed
-    hints: a resumed session finds its working folder itself)."""
-    parts = ["ga"]
-    for flag, value in (("--home", args.home), ("--config", args.config)):
-        if value:
-            parts += [flag, shlex.quote(os.path.abspath(os.path.expanduser(value)))]
-    return " ".join(parts)
-
-
-def session_folder(args, state: SessionState) -> None:
-    """A resumed session works in its recorded folder unless ``-C`` names another."""
-    if args.cwd or not state.cwd:
-        return
-    if not Path(state.cwd).is_dir():
-        raise ConfigError(None, "--resume", f"session {state.id} worked in {state.cwd}, "
-                          "which is no longer a folder; choose one with -C")
-    args.cwd = state.cwd
-
-
-def open_session(args, home: Path, state: SessionState | None, mcp_servers: tuple = (),
-                 can_ask: bool | None = None) -> Session:
-    """The agent, the journal (new, or the resumed one), the seed history and the token
-    budget. A resumed session keeps its recorded model and folder unless ``-m``/``-C``
-    is given. ``mcp_servers`` and ``can_ask`` go to ``make_agent`` (``ga acp``: the
-    editor's servers, and a person who answers)."""
-    from llmcore import make_client
-    from llmcore.secrets import home_redactor
-
-    from .approve import mechanism_warning
-    from .journal import Journal
-    from .runner import Session, TokenBudget, load_tools, make_agent
-
-    keep_cwd = bool(args.cwd)
-    if state is not None:
-        session_folder(args, state)
-    api = load_tools(args, home)
-    redactor = home_redactor(home, args.config)  # the one redactor every writer uses
-    client = resumed_client(args, home, state, redactor) if state else make_client(
-        args.model, config_path=args.config, home=home, redactor=redactor)
-    agent = make_agent(args, home, client, api, redactor, mcp_servers, state, can_ask)
-    warning = mechanism_warning(agent.sandbox)
-    if warning:
-        say(f"ga: warning: {warning}")
-    if state is not None:
-        agent.restore(state.history, state.history_info, state.working, state.open_turn)
-        say(f"ga: resumed session {state.id} ({state.turns} turns, model {client.name})")
-    journal = Journal(home, agent, state.id if state else None, state)
-    session = Session(agent, home, journal,
-                      lambda name: make_client(name, config_path=args.config, home=home,
-                                               redactor=agent.redactor),
-                      command=resume_command(args), keep_cwd=keep_cwd)
-    agent.listeners.append(TokenBudget(agent, args.max_tokens, max_cost(args, client)))
-    return session
-
-
-def max_cost(args, client: Any) -> float | None:
-    """``--max-cost``: a budget needs a price on every profile that may answer."""
-    limit = getattr(args, "max_cost", None)
-    unpriced = getattr(client, "unpriced", list)() if limit else []
-    if unpriced:
-        raise ConfigError(None, "--max-cost", f"model {', '.join(unpriced)} has no price, so "
-                          "no cost can be counted; give its profile price: {input: USD, "
-                          "output: USD} (per million tokens) in the config")
-    return limit
-
-
 def resumed_task_text(args, home: Path) -> str:
     """The task text; ``--resume "TASK"`` (no id) says how to give both, and ``--resume``
     or ``--continue`` without a task or a terminal says how to give one."""
@@ -313,19 +247,6 @@ def no_task_to_resume(args) -> ConfigError:
     return ConfigError(None, flag, "no task given, and without a terminal there is no session "
                        f"picker or REPL to continue in; give the task: {give}, or run it in a "
                        "terminal")
-
-
-def resumed_client(args, home: Path, state: SessionState, redactor: Any = None) -> Any:
-    """The client of a resumed session: ``-m``, else the model the session last used."""
-    from llmcore import make_client
-
-    if args.model or not state.model:
-        return make_client(args.model, config_path=args.config, home=home, redactor=redactor)
-    try:
-        return make_client(state.model, config_path=args.config, home=home, redactor=redactor)
-    except ConfigError as e:
-        raise ConfigError(None, "--resume", f"session {state.id} used model {state.model!r}, "
-                          f"which cannot be used now ({e}); choose one with -m") from None
 
 
 def run_once(session: Session, task: str, render: Any) -> int:
@@ -453,6 +374,10 @@ def run_main(argv: list[str] | None) -> int:
     try:
         parser = build_parser()
         at = find_command(parser, argv)
+        if at is not None and argv[at] == "batch":  # a driver of its own (SPEC §14)
+            from .batch import batch_command
+
+            return batch_command(argv[:at] + argv[at + 1:])
         if at is not None:
             from .commands import run_command
 

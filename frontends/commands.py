@@ -21,7 +21,7 @@ from llmcore.base import ConfigError
 if TYPE_CHECKING:
     from llmcore.config import Config, Profile
 
-COMMANDS = ("sessions", "memory", "tools", "config", "mcp", "acp")
+COMMANDS = ("sessions", "memory", "tools", "config", "mcp", "acp", "batch")
 RUN_LIKE = ("tools", "acp")  # commands without actions that take a run's tool options
 DEFAULT_ACTION = {"sessions": "list", "memory": "show", "config": "check", "mcp": "list"}
 SESSIONS_LIMIT = 20

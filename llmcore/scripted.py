@@ -132,6 +132,7 @@ class ScriptedClient:
         self._abort = threading.Event()
         self.total_usage = Usage()
         self.on_event = None
+        self.before_request: Callable[[], None] | None = None  # as LLMSession's
 
     def profiles(self) -> list[str]:
         return [self.name]
@@ -157,6 +158,8 @@ class ScriptedClient:
 
     def chat(self, messages: list[dict], tools: list[dict] | None = None) -> ChatStream:
         self._abort.clear()
+        if self.before_request is not None:
+            self.before_request()
         self.calls.append({"messages": messages, "tools": tools, "system": self.system})
         system, new = new_messages_to_blocks(messages)
         if system is not None:

@@ -77,6 +77,9 @@ class LLMSession:
         self._lost = Usage()  # this turn's attempts that broke after output and were retried
         # retries and failover switches; a listener shows them, else they are logged here
         self.on_event: Callable[[dict], Any] | None = None
+        # called before every request to the model (each retry too) and may wait: a shared
+        # request-rate cap (``ga batch --rpm``); an abort meanwhile stops the request
+        self.before_request: Callable[[], None] | None = None
         self._abort = threading.Event()
         self._watchdog = Watchdog()  # cuts a request at request_timeout
         self._providers: dict[str, Any] = {}
@@ -273,6 +276,8 @@ class LLMSession:
                           before_sleep=self._on_retry)
         for attempt in policy:
             with attempt:
+                if self.before_request is not None:
+                    self.before_request()
                 if self._abort.is_set():
                     raise Aborted()
                 budget.take()

@@ -28,6 +28,7 @@ HTML_PAGE = ("text/html",
              "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1>"
              "<hr><center>nginx</center></body></html>")
 SHUTDOWN_POLL_SECONDS = 0.01  # serve_forever notices shutdown() this fast (default 0.5 s)
+QUORUM_SECONDS = 30.0  # sanity bound: a request held for a quorum is answered after this
 
 
 @dataclass
@@ -59,6 +60,7 @@ class Reply:
     no_usage: bool = False  # the stream carries no usage (llama.cpp's server)
     raw: bytes | None = None  # a recorded HTTP response, sent byte for byte (golden streams)
     linger: float = 0.0  # … then keep the connection this long, unread, before closing it
+    delay: float = 0.0  # wait this long before answering (a model that thinks)
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -285,10 +287,14 @@ class _Handler(BaseHTTPRequestHandler):
         record = {"path": self.path, "target": target, "headers": dict(self.headers),
                   "body": body, "bytes": length, "received": received}
         owner.requests.append(record)
+        owner.enter()
         try:
-            self._answer(owner.next_reply(), body)
+            reply = owner.next_reply(body)
+            time.sleep(reply.delay)
+            self._answer(reply, body)
         finally:
             record["done"] = time.perf_counter()  # the last byte of the answer is out
+            owner.leave()
 
     def _answer(self, reply: Reply, body: dict) -> None:
         if reply.raw is not None:
@@ -385,7 +391,12 @@ class LLMServer:
         self.requests: list[dict] = []
         self.sent: list[tuple[float, str]] = []  # (perf_counter, SSE data) per event sent
         self.default = Reply(text="(no reply queued)")
+        self.by_marker: dict[str, deque[Reply]] = {}  # replies for the requests naming a text
+        self.active = 0  # requests being answered now
+        self.max_active = 0  # the most answered at once
+        self.quorum = 0  # hold each request until this many are being answered at once
         self._lock = threading.Lock()
+        self._gathered = threading.Condition(self._lock)
         self._httpd: _Server | None = None
 
     def start(self) -> LLMServer:
@@ -416,9 +427,34 @@ class LLMServer:
     def queue(self, *replies: Reply) -> None:
         self.replies.extend(replies)
 
-    def next_reply(self) -> Reply:
+    def answer(self, marker: str, *replies: Reply) -> None:
+        """Replies for the requests whose body holds ``marker`` (a task's own text: every
+        request of its conversation holds it), in order; then the default."""
+        self.by_marker.setdefault(marker, deque()).extend(replies)
+
+    def next_reply(self, body: dict | None = None) -> Reply:
         with self._lock:
+            if self.by_marker and body is not None:
+                text = json.dumps(body)
+                for marker, replies in self.by_marker.items():
+                    if marker in text:
+                        return replies.popleft() if replies else self.default
             return self.replies.popleft() if self.replies else self.default
+
+    def requests_for(self, marker: str) -> list[dict]:
+        return [r for r in self.requests if marker in json.dumps(r["body"])]
+
+    def enter(self) -> None:
+        """A request arrives; with a ``quorum``, it waits until that many are in."""
+        with self._gathered:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            self._gathered.notify_all()
+            self._gathered.wait_for(lambda: self.active >= self.quorum, QUORUM_SECONDS)
+
+    def leave(self) -> None:
+        with self._lock:
+            self.active -= 1
 
     def bodies(self, path: str | None = None) -> list[dict]:
         return [r["body"] for r in self.requests if path is None or r["path"] == path]

@@ -106,3 +106,16 @@ def test_readme_states_that_inline_eval_code_keeps_the_full_environment():
         section = text.split(title, 1)[1].split("\n## ", 1)[0]
         assert "`inline_eval`" in section and "full environment" in section
         assert "use a plain `code_run` for anything that starts" in section.lower()
+
+
+def test_readme_run_batch_example_runs(tmp_path, home):
+    (tmp_path / "batch_demo.py").write_text(readme_block("# batch_demo.py"))
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "batch_demo.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    answer = "Done: `hello.py` prints `hello`, and running it confirmed the output."
+    assert lines == [*(f"hello-{n} done {answer}" for n in range(3)), "exit code 0"]
+    assert (tmp_path / "hello.results.work" / "hello-0" / "hello.py").exists()

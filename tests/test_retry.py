@@ -241,3 +241,31 @@ def test_classify_connection_errors_as_retryable():
     assert fail.retryable and fail.status == "timeout"
     fail = classify(httpx2.RemoteProtocolError("peer closed"), 60)
     assert fail.retryable and fail.status == "connection"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_before_request_runs_before_every_request_retries_included(home, llm_server, kind):
+    client = client_for(home, llm_server, provider=kind)
+    seen: list[int] = []  # how many requests the server had when the hook ran
+    client.before_request = lambda: seen.append(len(llm_server.requests))
+    llm_server.queue(Reply(status=503), Reply(text="recovered"))
+    assert run_chat(client, GO)[1].content == "recovered"
+    assert seen == [0, 1]
+
+
+def test_an_abort_while_before_request_waits_sends_no_request(home, llm_server):
+    client = client_for(home, llm_server, provider="openai")
+    client.before_request = client.abort  # the wait ends because the task was aborted
+    _, resp = run_chat(client, GO)
+    assert resp.stop_reason == "aborted" and llm_server.requests == []
+
+
+def test_the_scripted_model_calls_before_request_per_turn():
+    from llmcore.scripted import ScriptedClient
+
+    client = ScriptedClient([{"text": "one"}, {"text": "two"}])
+    calls: list[int] = []
+    client.before_request = lambda: calls.append(client.pos)
+    run_chat(client, GO)
+    run_chat(client, GO)
+    assert calls == [0, 1]
