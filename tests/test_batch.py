@@ -349,7 +349,7 @@ def test_a_task_whose_code_keeps_running_in_its_worker_gets_that_worker_retired(
                       answer("left it running"))
     llm_server.answer(tag(2), code("echo PID=$PPID"), answer("ok"))
     tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(n)} go"} for n in (1, 2)])
-    assert batch(tasks, cfg, "--workers", "1") == 0
+    assert batch(tasks, cfg, "--workers", "1", "--yolo") == 0  # inline code runs unconfined
     first, second = (re.search(r"PID=(\d+)", json.dumps(llm_server.requests_for(tag(n))[1]))[1]
                      for n in (1, 2))
     assert first != second  # the next task did not share a process with the code left behind

@@ -106,7 +106,7 @@ def test_sigkill_of_the_driver_ends_its_workers_and_a_rerun_never_repeats_a_fina
     tasks = write_tasks(tmp_path / "tasks.jsonl", numbered(6))
     out = tmp_path / "tasks.results.jsonl"
     proc = start_batch(tmp_path, home, "tasks.jsonl", "--config", cfg, "-m", "p",
-                       "--workers", "2")
+                       "--workers", "2", "--yolo")  # confined code could not stop its worker
     wait_until(lambda: len(results(out)) == 3 and len(pids_with(mark)) == 2, START_SECONDS,
                "the quick tasks done, two slow ones running")
     workers = children_of(proc.pid)
@@ -135,7 +135,7 @@ def test_a_hung_worker_costs_one_task_and_is_ended_when_the_batch_stops(tmp_path
                                            *numbered(3)])
     out = tmp_path / "tasks.results.jsonl"
     proc = start_batch(tmp_path, home, "tasks.jsonl", "--config", cfg, "-m", "p",
-                       "--workers", "2")
+                       "--workers", "2", "--yolo")  # confined code could not stop its worker
     wait_until(lambda: len(results(out)) == 3, START_SECONDS, "the other tasks done")
     workers = children_of(proc.pid)
     os.kill(proc.pid, signal.SIGTERM)
@@ -154,7 +154,8 @@ def test_a_worker_that_dies_fails_its_task_only_and_is_replaced(tmp_path, home, 
     tasks = write_tasks(tmp_path / "tasks.jsonl", [
         {"task": f"{tag('crash')} go", "id": "crash"},
         *numbered(4)])
-    assert main(["batch", str(tasks), "--config", cfg, "-m", "p", "--workers", "2"]) == 1
+    assert main(["batch", str(tasks), "--config", cfg, "-m", "p", "--workers", "2",
+                 "--yolo"]) == 1  # confined code could not kill its worker
     got = by_id(tmp_path / "tasks.results.jsonl")
     assert got["crash"]["status"] == "failed" and "killed by SIGKILL" in got["crash"]["error"]
     assert got["crash"]["session"]  # which session to look at
