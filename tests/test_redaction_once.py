@@ -137,6 +137,30 @@ def test_a_key_a_server_echoes_is_masked_before_its_error_is_shortened(home, llm
     assert f"x {MASK}" in err and not pieces(err) and not pieces(stored(home))
 
 
+SAID = "x" * 290 + f" {TOKEN} is not a valid key"  # the key across the 300-character cut
+NOT_JSON = "{not json " + "x" * 185 + f" {TOKEN}"  # the key across the 200-character snippet
+
+
+@pytest.mark.parametrize("kind, reply", [
+    ("openai-responses", Reply(text="partial answer", error_after=3, message=SAID,
+                               error_type="invalid_request_error")),  # an error event
+    ("openai", Reply(text="partial answer", error_after=3, body=NOT_JSON)),  # a broken event
+    ("openai-responses", Reply(text="partial answer", error_after=0, body=NOT_JSON)),
+    ("anthropic", Reply(page=("application/json", json.dumps(
+        {"type": "error", "error": {"type": "invalid_request_error", "message": SAID}})))),
+    ("openai", Reply(page=("application/json", json.dumps({"error": {"message": SAID}})))),
+], ids=["error-event", "broken-event", "broken-first-event", "error-as-200", "json-as-200"])
+def test_a_key_in_a_streamed_error_is_masked_before_it_is_shortened(home, llm_server, capsys,
+                                                                   kind, reply):
+    cfg = write_config(home, llm_server, p={"provider": kind, "model": "m", "api_key": TOKEN,
+                                            "max_retries": 0})
+    llm_server.queue(reply)
+    main(["--config", cfg, "-m", "p", "--json", "hi"])
+    out, err = capsys.readouterr()
+    assert MASK in err + out and not pieces(err) and not pieces(out)
+    assert not pieces(stored(home))
+
+
 # ---- short local keys ----------------------------------------------------------------------
 def test_a_short_local_key_does_not_corrupt_text(config, home, tmp_path, capsys):
     redact = Redactor.from_config(load_config(config, required=True), environ={})
