@@ -5,7 +5,8 @@ that clear the screen, hide a line, set the window title or write the clipboard:
 shows every control character but newline and tab escaped (``\\x1b[2J``) before anything
 is printed. The renderers pass each event through ``inert_data``; diagnostics go through
 ``say``, which also ends a line a renderer left open (a streamed answer), so the two never
-share a line, from whatever thread the diagnostic comes.
+share a line, from whatever thread the diagnostic comes; the management commands print
+their listings (memory files, MCP servers' tools, plugin texts) through ``echo``.
 """
 
 from __future__ import annotations
@@ -83,6 +84,11 @@ class OpenLine:
 
 
 OPEN_LINE = OpenLine()
+
+
+def echo(text: str, file: IO[str] | None = None) -> None:
+    """A line of a command's output (stdout by default), its text inert."""
+    print(inert(text), file=file)
 
 
 def say(text: str, file: IO[str] | None = None) -> None:
