@@ -199,6 +199,26 @@ def sent_result(client: ScriptedClient) -> str:
     return client.calls[1]["messages"][0]["tool_results"][0]["content"]
 
 
+def test_a_head_is_masked_then_cut_and_never_shows_part_of_a_key_that_may_go_on():
+    redact = Redactor([TOKEN])
+    text = "a" * 10 + TOKEN + " after"
+    assert redact.head(text, 14) == "a" * 10 + MASK + " "  # across the cut: masked, then cut
+    assert redact.head(text[:20], 14) == "a" * 10  # may go on past the margin: left out
+    assert redact.head("see https://user:pass", 12) == "see https"  # a user-info, maybe
+    assert redact.head("the sk-abcdefghijklmnop key", 10) == f"the {MASK} ke"  # a key shape
+    assert redact.head("plain text, no key", 5) == "plain"
+
+
+def test_a_page_cut_past_its_marks_is_masked_without_a_tail():
+    from tools.web.cuts import CUTS_MAX, PageCuts
+
+    cuts = PageCuts(Redactor([TOKEN]))
+    first, last = chr(cuts.first), chr(cuts.first + CUTS_MAX)  # the last mark has no tail
+    text = f"{'a' * 10}{TOKEN[:6]}{first} | {'b' * 10}{TOKEN[:6]}{last} end"
+    assert cuts.restore({"text": text}, [TOKEN[6:] + " more"]) == {
+        "text": f"{'a' * 10}{MASK} mo… | {'b' * 10}… end"}
+
+
 def test_code_output_is_masked_before_its_head_is_cut(home):
     head = (CODE_OUTPUT_CHARS - 40) // 2  # the head Output keeps (tools/code_run.py)
     code = f"print('x' * {head - 10} + {TOKEN!r} + 'y' * {2 * CODE_OUTPUT_CHARS})"
