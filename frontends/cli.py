@@ -188,13 +188,28 @@ def check_lone_word(args, argv: list[str]) -> None:
 
 class StderrHandler(logging.Handler):
     """Writes to whatever ``sys.stderr`` is at the time of the message, as ``say`` does:
-    on a line of its own, its text inert."""
+    on a line of its own, its text masked and inert. ``redact`` is the run's redactor once
+    it is known (``mask_logs``); until then key shapes, URL credentials and the
+    environment's secrets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from llmcore.secrets import Redactor
+
+        self.redact: Callable[[str], str] = Redactor.from_config(None)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            say(self.format(record))
+            say(self.redact(self.format(record)))
         except (OSError, ValueError):  # stderr closed or gone: logging reports it its way
             self.handleError(record)
+
+
+def mask_logs(redact: Callable[[str], str]) -> None:
+    """Diagnostics are masked by ``redact`` (the run's redactor) from now on."""
+    for handler in logging.getLogger("ga").handlers:
+        if isinstance(handler, StderrHandler):
+            handler.redact = redact
 
 
 def setup_logging(verbose: bool) -> Callable[[], None]:
@@ -249,6 +264,7 @@ def open_session(args, home: Path, state: SessionState | None) -> Session:
         session_folder(args, state)
     api = load_tools(args, home)
     redactor = home_redactor(home, args.config)  # the one redactor every writer uses
+    mask_logs(redactor)
     client = resumed_client(args, home, state, redactor) if state else make_client(
         args.model, config_path=args.config, home=home, redactor=redactor)
     agent = make_agent(args, home, client, api, redactor, state=state)

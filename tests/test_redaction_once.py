@@ -127,6 +127,17 @@ def test_base_url_credentials_are_masked_in_errors_journal_logs_and_config(home,
     assert "attach to http://***@127.0.0.1:9333" in out
 
 
+def test_a_diagnostic_masks_the_credentials_of_an_attach_url(home, tmp_path, capsys):
+    (home / "config.yaml").write_text(yaml.safe_dump({"browser": {
+        "cdp_url": f"http://bob:{PASSWORD}@127.0.0.1:9"}}))  # nothing listens there
+    model = script(tmp_path, [{"tool_calls": [{"name": "web_scan", "args": {}}]},
+                              {"text": "no browser"}])
+    assert main(["-m", model, "--json", "look"]) == 0
+    out, err = capsys.readouterr()
+    assert "no browser answers at http://***@127.0.0.1:9" in err
+    assert PASSWORD not in err + out + stored(home)
+
+
 def test_a_key_a_server_echoes_is_masked_before_its_error_is_shortened(home, llm_server,
                                                                       capsys):
     cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m",
