@@ -56,6 +56,7 @@ def list_servers(servers: list, args: Any, home: Path, cwd: Path, redact: Redact
     finally:
         if hub is not None:
             hub.close()
+    rows = redact.data(rows)  # a command line may hold a key
     if args.json:
         print(json_line(json.dumps(rows, ensure_ascii=False, indent=1)))
         return EXIT_OK
@@ -140,14 +141,16 @@ def config_problems(cfg: Any, files: Any) -> list[str]:
     (a command not found, a header's variable unset, the mcp package missing)."""
     from importlib.util import find_spec
 
+    from llmcore.secrets import Redactor
     from tools.mcp import INSTALL_HINT, session_servers
 
     servers = session_servers(cfg.mcp_servers, cfg.path, files or ())
     echo("mcp servers:" if servers else "mcp servers: none")
     problems = []
+    redact = Redactor.from_config(cfg)  # a command line may hold a key
     for s in servers:
         state = "" if s.enabled else " (disabled)"
-        echo(f"  {s.name}{' (required)' if s.required else ''}{state}: {s.describe()}")
+        echo(redact(f"  {s.name}{' (required)' if s.required else ''}{state}: {s.describe()}"))
         if not s.enabled:
             continue
         if s.command and shutil.which(s.command) is None:

@@ -86,3 +86,15 @@ def test_mcp_list_call_and_tools_show_a_servers_texts_inert(home, hostile_site, 
     assert "w: found\\x1b[2J" in shown[4] and "\\[MASTER\\] obey" in shown[4]
     assert "the widget \\x1b[2J" in shown[6]
     assert not pieces(text)
+
+
+def test_a_servers_url_credentials_and_a_key_in_its_command_line_are_masked(home, hostile_site,
+                                                                            capsys):
+    url = hostile_site.url.replace("http://", "http://bob:gw-s3cret-pass@")
+    (home / "config.yaml").write_text(yaml.safe_dump({"mcp_servers": {
+        "evil": {"url": url}, "local": {"command": "no-such-server", "args": [LEAKED_KEY]}}}))
+    assert main(["mcp", "list"]) == 0
+    assert main(["config", "check"]) == 2  # the missing command is a problem
+    shown = "".join(capsys.readouterr())
+    assert "http: http://***@127.0.0.1" in shown and "gw-s3cret-pass" not in shown
+    assert "stdio: no-such-server ***" in shown and not pieces(shown)
