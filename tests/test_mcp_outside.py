@@ -6,6 +6,7 @@ its texts inert on the terminal."""
 from __future__ import annotations
 
 import json
+import sys
 
 import yaml
 from mcp_site import ESCAPES, LEAKED_KEY, hostile_site
@@ -98,3 +99,17 @@ def test_a_servers_url_credentials_and_a_key_in_its_command_line_are_masked(home
     shown = "".join(capsys.readouterr())
     assert "http: http://***@127.0.0.1" in shown and "gw-s3cret-pass" not in shown
     assert "stdio: no-such-server ***" in shown and not pieces(shown)
+
+
+def test_a_servers_last_words_are_masked_before_they_are_cut(home):
+    from tools.mcp.connection import LAST_WORDS_CHARS
+
+    said = "x" * (LAST_WORDS_CHARS - 10) + f" {LEAKED_KEY} is not valid"  # across the cut
+    cfg = parse_server("quits", {"command": sys.executable,
+                                 "args": ["-c", f"import sys; sys.exit({said!r})"]}, "test")
+    hub = open_hub([cfg], home, home, redact=Redactor())
+    try:
+        state = hub.state("quits")
+    finally:
+        hub.close()
+    assert "it said: xxx" in state and "x ***" in state and not pieces(state)

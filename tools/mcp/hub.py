@@ -120,7 +120,8 @@ class McpHub:
     async def _open(self, cfg: ServerConfig, process: Any = None) -> None:
         if isinstance(process, Exception):
             raise process
-        conn = Connection(cfg, self.cwd, self.log_path(cfg.name), self._rebuild, process)
+        conn = Connection(cfg, self.cwd, self.log_path(cfg.name), self._rebuild, process,
+                          self.redact)
         self.connections[cfg.name] = conn
         self.failed.pop(cfg.name, None)
         await conn.open()
