@@ -297,10 +297,12 @@ def max_cost(args, client: Any) -> float | None:
 def resumed_task_text(args, home: Path) -> str:
     """The task text; ``--resume "TASK"`` (no id) says how to give both, and ``--resume``
     or ``--continue`` without a task or a terminal says how to give one."""
+    from llmcore.secrets import home_redactor
+
     from .journal import session_matches
 
     try:
-        return task_text(args)
+        return task_text(args, lambda: home_redactor(home, args.config))
     except ConfigError:
         if args.resume and not session_matches(home, args.resume):
             words = shlex.quote(args.resume)

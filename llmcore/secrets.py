@@ -43,6 +43,7 @@ _USERINFO_RE = re.compile(r"(?<=://)[^\s/?#@]+(?=@)")
 _USERINFO_END = re.compile(r"[\s/?#@]")  # a character that ends a user-info (or the chance of one)
 URL_BEGUN = (":/", ":")  # tails that may grow into "://"
 USERINFO_MAX_CHARS = 512  # a longer run after "://" is not held back as a possible user-info
+MARGIN_MAX = 512  # chars kept past a cut to mask a secret across it (``Redactor.margin``)
 
 
 class EnvPolicy:
@@ -176,6 +177,13 @@ class Redactor:
 
     def stream(self) -> StreamRedactor:
         return StreamRedactor(self)
+
+    @property
+    def margin(self) -> int:
+        """How much text past a cut ``head`` needs to mask a secret across the cut: the
+        longest secret known, at most ``MARGIN_MAX`` (a longer one across a cut is left out
+        whole)."""
+        return min(max(self.longest, KEY_SHAPE_MIN), MARGIN_MAX)
 
     def head(self, text: str, at: int) -> str:
         """The first ``at`` characters of ``text`` as the redactor shows it (a mask is kept

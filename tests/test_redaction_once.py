@@ -5,6 +5,7 @@ alone in text (and pointed out by ``ga config check``)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -228,6 +229,20 @@ def test_a_page_cut_past_its_marks_is_masked_without_a_tail():
     text = f"{'a' * 10}{TOKEN[:6]}{first} | {'b' * 10}{TOKEN[:6]}{last} end"
     assert cuts.restore({"text": text}, [TOKEN[6:] + " more"]) == {
         "text": f"{'a' * 10}{MASK} mo… | {'b' * 10}… end"}
+
+
+def test_piped_stdin_is_masked_before_it_is_cut(config, home, tmp_path, monkeypatch, capsys):
+    from frontends import task_input
+
+    data = tmp_path / "build.log"
+    data.write_text("x" * 30 + f" {KEY} and the rest of the log\n")
+    monkeypatch.setattr(task_input, "STDIN_MAX_BYTES", 40)  # the cut falls inside the key
+    with open(data) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert main(["-m", script(tmp_path, [{"text": "ok"}]), "--json", "why"]) == 0
+    text = stored(home) + capsys.readouterr().out
+    assert f"x {MASK} and" in text and "[stdin was cut at 40 bytes" in text
+    assert not pieces(text, KEY)
 
 
 def test_code_output_is_masked_before_its_head_is_cut(home):

@@ -6,8 +6,7 @@ cannot cut around one. It keeps ``margin`` characters past each cut instead (``t
 marks the cut with one code point of a private-use range chosen at random per call, which
 no page can forge. ``PageCuts.restore`` then masks the text before each mark together with
 its tail, and cuts it where the page did: a key across the cut shows as ``***…``, never its
-head. The margin covers the longest secret the redactor knows; a longer one across a cut
-is left out whole, never shown in part.
+head (``Redactor.head``, with ``Redactor.margin`` past each cut).
 """
 
 from __future__ import annotations
@@ -17,12 +16,11 @@ import re
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from llmcore.secrets import KEY_SHAPE_MIN, Redactor
+from llmcore.secrets import Redactor
 
 if TYPE_CHECKING:
     from .tab import Tab
 
-MARGIN_MAX = 512  # chars kept past a cut at most, whatever the longest secret
 CUTS_MAX = 16_384  # marks per call; cuts past these share one mark, without a tail
 PRIVATE_FIRST, PRIVATE_LAST = 0xF0000, 0xFFFFD  # Supplementary Private Use Area-A
 ELLIPSIS = "…"
@@ -34,7 +32,7 @@ class PageCuts:
     def __init__(self, redact: Redactor) -> None:
         self.redact = redact
         self.first = PRIVATE_FIRST + secrets.randbelow(PRIVATE_LAST - PRIVATE_FIRST - CUTS_MAX)
-        self.margin = min(max(redact.longest, KEY_SHAPE_MIN), MARGIN_MAX)
+        self.margin = redact.margin
         self._mark = re.compile(f"([{chr(self.first)}-{chr(self.first + CUTS_MAX)}])")
 
     def options(self) -> dict:
