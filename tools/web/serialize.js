@@ -6,8 +6,9 @@
 // The caller sets the caps: `limits` {items, keys, depth, html, chars}, `chars` roughly
 // bounding the whole value's text, and how a cut is marked: `limits.cuts` {mark, marks,
 // margin}, as extract.js does (the page never holds a secret, so it cannot cut around one:
-// `margin` chars past each cut come back in `tails` for Python to mask, then cut).
-// Returns {value, tails}.
+// `margin` chars past each cut come back in `tails` for Python to mask, then cut; a page
+// that replaces the string builtins a cut uses spoils only its own text, which it writes
+// anyway). Returns {value, tails}.
 function (limits) {
   const ITEMS_MAX = limits.items, KEYS_MAX = limits.keys, DEPTH_MAX = limits.depth;
   const HTML_CHARS = limits.html, CHARS_MAX = limits.chars, CUTS = limits.cuts;
