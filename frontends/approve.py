@@ -13,13 +13,14 @@ KeyboardInterrupt in the front end, which aborts the task.
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import IO, Any
 
 from llmcore.base import ConfigError
 from tools.approval import ALWAYS, NO, YES, ApprovalRequest
 from tools.sandbox import DEFAULT_MODE, Sandbox, Settings
+
+from .terminal import inert
 
 ANSWERS = {"y": YES, "yes": YES, "a": ALWAYS, "always": ALWAYS, "n": NO, "no": NO}
 ASK_PROMPT = "allow? [y/a/n] "
@@ -30,7 +31,6 @@ WHAT = {"script": "run this {language} code", "inline_eval": "evaluate this pyth
         "call": "call it with these arguments"}
 WHY = {"escalate": " outside the sandbox", "inline_eval": " (no sandbox reaches it)",
        "always": ""}
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def person_can_answer(args: Any) -> bool:
@@ -78,11 +78,6 @@ def mechanism_warning(sandbox: Sandbox) -> str | None:
     return sandbox.mechanism()[1] if sandbox.confining else None
 
 
-def inert(text: str) -> str:
-    """``text`` safe for a terminal: control characters shown as escapes."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
-
-
 def question_line(request: ApprovalRequest) -> str:
     """``code_run wants to run this bash code outside the sandbox``."""
     what = WHAT.get(request.kind, WHAT["call"]).format(language=request.language or "",
@@ -92,7 +87,8 @@ def question_line(request: ApprovalRequest) -> str:
 
 def render_question(request: ApprovalRequest) -> str:
     """The question as lines for a terminal (without the prompt)."""
-    lines = [f"ga: approval: {question_line(request)}"]
+    # the path (and the tool's name) are the model's: shown inert like its code
+    lines = [inert(f"ga: approval: {question_line(request)}")]
     if request.reason:
         lines.append(f"  reason: {inert(request.reason)}")
     body = inert(request.text).splitlines() or ["(empty)"]

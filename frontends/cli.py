@@ -28,7 +28,7 @@ from .commands import (
 )
 from .session_setup import open_session, resume_command
 from .task_input import task_text
-from .terminal import say
+from .terminal import StderrHandler, say
 
 if TYPE_CHECKING:
     from .runner import Session
@@ -187,17 +187,6 @@ def check_lone_word(args, argv: list[str]) -> None:
                       f"to run it as a task: {as_task}")
 
 
-class StderrHandler(logging.Handler):
-    """Writes to whatever ``sys.stderr`` is at the time of the message, as ``say`` does:
-    on a line of its own, its text inert."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            say(self.format(record))
-        except (OSError, ValueError):  # stderr closed or gone: logging reports it its way
-            self.handleError(record)
-
-
 def setup_logging(verbose: bool) -> Callable[[], None]:
     """Diagnostics to stderr as ``ga: ...``; returns a function that undoes it."""
     root = logging.getLogger("ga")
@@ -217,10 +206,12 @@ def setup_logging(verbose: bool) -> Callable[[], None]:
 def resumed_task_text(args, home: Path) -> str:
     """The task text; ``--resume "TASK"`` (no id) says how to give both, and ``--resume``
     or ``--continue`` without a task or a terminal says how to give one."""
+    from llmcore.secrets import home_redactor
+
     from .journal import session_matches
 
     try:
-        return task_text(args)
+        return task_text(args, lambda: home_redactor(home, args.config))
     except ConfigError:
         if args.resume and not session_matches(home, args.resume):
             words = shlex.quote(args.resume)

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from llmcore.base import ConfigError
 
+from .terminal import echo, json_line
+
 if TYPE_CHECKING:
     from llmcore.config import Config, Profile
 
@@ -240,7 +242,7 @@ def run_command(name: str, argv: list[str], opener: Callable[..., Any] | None = 
         from memory.cli import memory_command
 
         return memory_command(action, home, fix=getattr(args, "fix", False),
-                              config_path=args.config)
+                              config_path=args.config, out=echo)
     if name == "tools":
         return tools_command(args, home)
     if name == "acp":
@@ -275,7 +277,7 @@ def tools_command(args: argparse.Namespace, home: Path) -> int:
     rows += mcp_rows(agent.mcp)
     agent.close()
     if args.json:
-        print(json.dumps(rows, ensure_ascii=False, indent=1))
+        print(json_line(json.dumps(rows, ensure_ascii=False, indent=1)))
         return EXIT_OK
     print_tool_rows(rows, args.verbose)
     return EXIT_OK
@@ -300,13 +302,13 @@ def print_tool_rows(rows: list[dict], verbose: bool) -> None:
     for r in rows:
         status = "offered" if r["offered"] else f"not offered: {r['reason']}"
         cost = f"{r['tokens']:>5} tokens" if r["offered"] else " " * 12
-        print(f"{r['name'].ljust(width)}  {r['source'].ljust(source_width)}  {cost}  {status}")
+        echo(f"{r['name'].ljust(width)}  {r['source'].ljust(source_width)}  {cost}  {status}")
         if verbose and r["description"]:
-            print(f"{' ' * width}  {r['description']}")
+            echo(f"{' ' * width}  {r['description']}")
     offered = [r for r in rows if r["offered"]]
     total = sum(r["tokens"] for r in offered)
-    print(f"{len(offered)} of {len(rows)} tools offered to the model, {total:,} tokens "
-          "in every request (JSON chars / 4)", file=sys.stderr)
+    echo(f"{len(offered)} of {len(rows)} tools offered to the model, {total:,} tokens "
+         "in every request (JSON chars / 4)", sys.stderr)
 
 
 # ---- ga config ---------------------------------------------------------------------------
@@ -316,15 +318,15 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
     path = config_file(args.config, home)
     source = config_source(args.config) or "the home's default"
     if action == "path":
-        print(path)
+        print(path)  # a value for scripts, the user's own: as it is
         if not path.exists():
-            print(f"ga: no file there yet ({source})", file=sys.stderr)
+            echo(f"ga: no file there yet ({source})", sys.stderr)
         return EXIT_OK
     if action == "import":
         return import_command(args, path)
     cfg = open_config(args.config, home)
     state = "" if path.exists() else ", not found: models come from -m or $GA_MODEL"
-    print(f"config: {path} ({source}{state})")
+    echo(f"config: {path} ({source}{state})")
     if cfg.path:
         from llmcore.config import tools_settings
         from memory.working import Settings
@@ -338,10 +340,10 @@ def config_command(action: str, args: argparse.Namespace, home: Path) -> int:
 
     problems += config_problems(cfg, args.mcp_config)
     for line in short_keys(cfg):
-        print(f"note: {line}")
+        echo(f"note: {line}")
     for line in problems:
-        print(f"problem: {line}")
-    print("ok" if not problems else f"{len(problems)} problem(s)")
+        echo(f"problem: {line}")
+    echo("ok" if not problems else f"{len(problems)} problem(s)")
     return EXIT_CONFIG_PROBLEMS if problems else EXIT_OK
 
 
@@ -351,8 +353,8 @@ def import_command(args: argparse.Namespace, config_path: Path) -> int:
     target = Path(args.out).expanduser() if args.out else config_path
     import_mykey(args.mykey, target, force=args.force)
     where = "" if target == config_path else f" --config {shlex.quote(str(target))}"
-    print(f"next: ga{where} config check, then ga{where} \"TASK\" (-m PROFILE for another "
-          "profile)", file=sys.stderr)
+    echo(f"next: ga{where} config check, then ga{where} \"TASK\" (-m PROFILE for another "
+         "profile)", sys.stderr)
     return EXIT_OK
 
 
@@ -365,14 +367,14 @@ def print_sandbox(cfg: Config) -> None:
     settings = Settings.from_dict(cfg.agent, cfg.path)
     sandbox = Sandbox(settings.sandbox, settings.writable_roots, settings.network)
     approval = settings.approval or "on-request at a terminal, else never"
-    print(f"sandbox: {sandbox.describe()}, approval: {approval}")
+    echo(f"sandbox: {sandbox.describe()}, approval: {approval}")
     if settings.writable_roots:
-        print(f"  also writable: {', '.join(settings.writable_roots)}")
+        echo(f"  also writable: {', '.join(settings.writable_roots)}")
     if not settings.network:
-        print("  network: off for code_run")
+        echo("  network: off for code_run")
     warning = mechanism_warning(sandbox)
     if warning:
-        print(f"warning: {warning}")
+        echo(f"warning: {warning}")
 
 
 def print_browser(cfg: Config) -> list[str]:
@@ -384,19 +386,19 @@ def print_browser(cfg: Config) -> list[str]:
     browser = BrowserConfig.from_dict(cfg.browser, cfg.path)
     reason = unavailable_reason(browser)
     if reason:
-        print(f"browser: none, the web tools are not offered: {reason}")
+        echo(f"browser: none, the web tools are not offered: {reason}")
     elif browser.attach:
-        print(f"browser: attach to {mask_userinfo(browser.cdp_url or 'http://127.0.0.1:9222')}")
+        echo(f"browser: attach to {mask_userinfo(browser.cdp_url or 'http://127.0.0.1:9222')}")
         return []
     try:
         exe = browser.find_executable()
     except BrowserUnavailable as e:
         if not reason:
-            print(f"browser: {browser.executable} cannot start: the web tools are offered "
-                  f"and answer with an install hint")
+            echo(f"browser: {browser.executable} cannot start: the web tools are offered "
+                 f"and answer with an install hint")
         return [str(e)] if browser.named_executable() else []
     if not reason:
-        print(f"browser: launch {exe}")
+        echo(f"browser: launch {exe}")
     return []
 
 
@@ -414,16 +416,16 @@ def print_profiles(cfg: Config, model: str | None) -> list[str]:
     else:
         problems = []
         profiles.setdefault(chosen.name, chosen)
-    print("profiles:" if profiles else "profiles: none")
+    echo("profiles:" if profiles else "profiles: none")
     label = " (-m)" if model else " (default)"
     for name, prof in profiles.items():
         mark = label if chosen is not None and name == chosen.name else ""
         if prof.mixin:
-            print(f"  {name}{mark}: mixin of {', '.join(prof.mixin)}")
+            echo(f"  {name}{mark}: mixin of {', '.join(prof.mixin)}")
             continue
         key, problem = key_status(prof, cfg.path)
         where = f" at {mask_userinfo(prof.base_url)}" if prof.base_url else ""
-        print(f"  {name}{mark}: {prof.provider} {prof.model}{where}, key {key}")
+        echo(f"  {name}{mark}: {prof.provider} {prof.model}{where}, key {key}")
         problems += [problem, script_problem(prof)]
     return problems
 

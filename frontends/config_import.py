@@ -77,6 +77,8 @@ def import_mykey(source: str | Path, target: Path, force: bool = False) -> Impor
     from llmcore.secrets import Redactor
     from tools.fsutil import atomic_write
 
+    from .terminal import echo
+
     src = Path(source).expanduser()
     if target.exists() and not force:
         raise ConfigError(str(target), None, "already exists; nothing was written. Add --force "
@@ -86,13 +88,13 @@ def import_mykey(source: str | Path, target: Path, force: bool = False) -> Impor
     result.left_out += skipped
     redact = Redactor(p.settings.get("api_key") for p in result.profiles)
     for line in report(result, src):
-        print(redact(line))
+        echo(redact(line))  # names and values from the file: shown, never obeyed
     if not result.profiles:
         raise ConfigError(str(src), None, "no model session to import; nothing was written")
     try:
         atomic_write(target, render(result, src), mode=PRIVATE_MODE)
     except OSError as e:
         raise ConfigError(str(target), None, f"cannot write: {e.strerror or e}") from None
-    print(f"wrote {target} (mode 600: only you can read it): {len(result.profiles)} "
-          f"profile(s), default {result.default}")
+    echo(f"wrote {target} (mode 600: only you can read it): {len(result.profiles)} "
+         f"profile(s), default {result.default}")
     return result

@@ -118,14 +118,14 @@ def make_agent(args: Any, home: Path, client: Any, api: Any, redactor: Any = Non
                               mcp_servers)
     asks = person_can_answer(args) if can_ask is None else can_ask
     sandbox, approval = permissions(args, cfg.agent, cfg.path, state, asks)
+    redactor = redactor or Redactor.from_config(cfg, env_policy)
     return GenericAgent(client, home=home, cwd=cwd,
                         max_turns=getattr(args, "max_turns", 100), verbose=args.verbose,
                         handler_cls=handler_with_plugins(api), disabled_tools=disabled,
                         hooks=api.hooks, task_dir=getattr(args, "task_dir", None),
-                        settings=settings, env_policy=env_policy,
-                        redactor=redactor or Redactor.from_config(cfg, env_policy),
+                        settings=settings, env_policy=env_policy, redactor=redactor,
                         max_calls_per_turn=tools.max_calls_per_turn, browser=browser,
-                        mcp=open_hub(servers, cwd, home), sandbox=sandbox,
+                        mcp=open_hub(servers, cwd, home, redact=redactor), sandbox=sandbox,
                         approval=approval)
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmcore.base import ConfigError
 
-from .terminal import say
+from .terminal import mask_logs, say
 
 if TYPE_CHECKING:
     from .journal import SessionState
@@ -58,6 +58,7 @@ def open_session(args, home: Path, state: SessionState | None, mcp_servers: tupl
         session_folder(args, state)
     api = load_tools(args, home)
     redactor = home_redactor(home, args.config)  # the one redactor every writer uses
+    mask_logs(redactor)
     client = resumed_client(args, home, state, redactor) if state else make_client(
         args.model, config_path=args.config, home=home, redactor=redactor)
     agent = make_agent(args, home, client, api, redactor, mcp_servers, state, can_ask)

@@ -5,11 +5,13 @@ that clear the screen, hide a line, set the window title or write the clipboard:
 shows every control character but newline and tab escaped (``\\x1b[2J``) before anything
 is printed. The renderers pass each event through ``inert_data``; diagnostics go through
 ``say``, which also ends a line a renderer left open (a streamed answer), so the two never
-share a line, from whatever thread the diagnostic comes.
+share a line, from whatever thread the diagnostic comes; the management commands print
+their listings (memory files, MCP servers' tools, plugin texts) through ``echo``.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import threading
@@ -85,8 +87,39 @@ class OpenLine:
 OPEN_LINE = OpenLine()
 
 
+def echo(text: str, file: IO[str] | None = None) -> None:
+    """A line of a command's output (stdout by default), its text inert."""
+    print(inert(text), file=file)
+
+
 def say(text: str, file: IO[str] | None = None) -> None:
     """A diagnostic line (stderr by default): on a line of its own, its text inert."""
     with OPEN_LINE.lock:
         OPEN_LINE.end()
         print(inert(text), file=file or sys.stderr, flush=True)
+
+
+class StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is at the time of the message, as ``say`` does:
+    on a line of its own, its text masked and inert. ``redact`` is the run's redactor once
+    it is known (``mask_logs``); until then key shapes, URL credentials and the
+    environment's secrets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from llmcore.secrets import Redactor
+
+        self.redact: Callable[[str], str] = Redactor.from_config(None)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            say(self.redact(self.format(record)))
+        except (OSError, ValueError):  # stderr closed or gone: logging reports it its way
+            self.handleError(record)
+
+
+def mask_logs(redact: Callable[[str], str]) -> None:
+    """Diagnostics are masked by ``redact`` (the run's redactor) from now on."""
+    for handler in logging.getLogger("ga").handlers:
+        if isinstance(handler, StderrHandler):
+            handler.redact = redact

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 from .base import LLMResponse, Usage
 from .config import Profile
 from .history import CHARS_PER_TOKEN, history_chars, message_chars
-from .retry import HINTS, BadResponse, StreamFailure, body_error, error_status, snippet
+from .retry import HINTS, BadResponse, StreamFailure, body_error, error_status
 
 log = logging.getLogger("ga.llm")
 REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5")
@@ -81,7 +81,8 @@ class Events:
     """An SDK stream's events. A 200 answer that is no event stream (an HTML page, a proxy's
     text or JSON: any content type named but ``text/event-stream``) or an event that is not
     JSON raises ``BadResponse`` naming the URL and what came back; an error object in a JSON
-    answer is a ``StreamFailure``."""
+    answer is a ``StreamFailure``. What the server sent goes in whole: it is masked before
+    it is shortened (``retry.classify``)."""
 
     def __init__(self, stream: Any):
         self.stream = stream
@@ -96,22 +97,21 @@ class Events:
         try:
             yield from self.stream
         except json.JSONDecodeError as e:
-            raise BadResponse("bad response", self.url,
-                              f"a stream event is not JSON: {snippet(e.doc)}",
-                              HINTS["bad_response"]) from None
+            raise BadResponse("bad response", self.url, "a stream event is not JSON",
+                              HINTS["bad_response"], said=e.doc) from None
 
     def _not_a_stream(self, ctype: str) -> Exception:
         text = _head(self.response).decode("utf-8", errors="replace")
         kind, message = None, ""
         if "json" in ctype:
             try:
-                kind, message = body_error(json.loads(text))
+                kind, message = body_error(json.loads(text), limit=None)
             except json.JSONDecodeError:
                 log.debug("a JSON answer that is not JSON")
         if error_status(kind) is not None:  # an API error sent with status 200
             return StreamFailure(kind, message)
         return BadResponse("bad response", self.url, f"answered 200 {ctype}, not an event "
-                           f"stream: {message or snippet(text)}", HINTS["bad_response"])
+                           "stream", HINTS["bad_response"], said=text)
 
     def malformed(self, what: str) -> BadResponse:
         """An event out of the API's order (a delta for a block never started)."""

@@ -52,7 +52,8 @@ HINTS = {
 
 
 class StreamFailure(Exception):
-    """An error reported inside a successful (HTTP 200) stream."""
+    """An error reported inside a successful (HTTP 200) stream; ``message`` as the server
+    sent it (``classify`` masks it, then shortens it)."""
 
     def __init__(self, kind: str | int | None, message: str):
         self.kind = kind
@@ -62,13 +63,16 @@ class StreamFailure(Exception):
 
 class BadResponse(Exception):
     """A 200 answer that is no usable stream (an HTML page, an event that is not JSON, a
-    stream that ends early, a deadline passed): transient, reported with URL and hint."""
+    stream that ends early, a deadline passed): transient, reported with URL and hint.
+    ``said``: what the server sent, as it came (``classify`` masks it, then shortens it)."""
 
-    def __init__(self, status: str, url: str | None, message: str, hint: str = ""):
+    def __init__(self, status: str, url: str | None, message: str, hint: str = "",
+                 said: str = ""):
         self.status = status
         self.url = url
         self.message = message
         self.hint = hint
+        self.said = said
         super().__init__(f"{status}: {message}")
 
 
@@ -127,9 +131,10 @@ def classify(exc: BaseException, retry_after_cap: float,
     """Turn an SDK/transport exception into a ``Failure``. ``redact`` masks secrets in
     what the server or the exception says before it is shortened."""
     if isinstance(exc, BadResponse):
-        return Failure(exc.status, exc.message, retryable=True, url=exc.url, hint=exc.hint)
+        message = f"{exc.message}: {server_text(exc.said, redact)}" if exc.said else exc.message
+        return Failure(exc.status, message, retryable=True, url=exc.url, hint=exc.hint)
     if isinstance(exc, StreamFailure):
-        return _from_kind(exc.kind, exc.message, in_stream=True)
+        return _from_kind(exc.kind, redact(exc.message)[:MESSAGE_CHARS], in_stream=True)
     status = getattr(exc, "status_code", None)
     body = getattr(exc, "body", None)
     url = _url(exc)
@@ -153,12 +158,25 @@ def classify(exc: BaseException, retry_after_cap: float,
 
 
 def _masked(body: Any, redact: Callable[[str], str]) -> Any:
-    """An error body with its texts masked (a server may echo the key it was sent)."""
+    """An error body with its texts masked, dict keys and list items included (a server may
+    echo the key it was sent)."""
     if isinstance(body, str):
         return redact(body)
     if isinstance(body, dict):
-        return {k: _masked(v, redact) for k, v in body.items()}
+        return {_masked(k, redact): _masked(v, redact) for k, v in body.items()}
+    if isinstance(body, list):
+        return [_masked(v, redact) for v in body]
     return body
+
+
+def server_text(text: str, redact: Callable[[str], str] = str) -> str:
+    """What a server sent, as an error shows it: an error body's message, else a snippet
+    (an HTML page by its title); masked before it is shortened."""
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError:
+        return snippet(redact(text))
+    return body_error(_masked(body, redact))[1] or snippet(redact(text))
 
 
 def _transport(exc: BaseException, url: str | None,
@@ -230,26 +248,27 @@ def _is_context(kind: str | None, message: str) -> bool:
     return kind in CONTEXT_KINDS or bool(_CONTEXT_RE.search(message))
 
 
-def body_error(body: Any) -> tuple[str | None, str]:
-    """(error kind, message) from an error body: ``error``, ``message`` or ``detail``."""
+def body_error(body: Any, limit: int | None = MESSAGE_CHARS) -> tuple[str | None, str]:
+    """(error kind, message) from an error body: ``error``, ``message`` or ``detail``; the
+    message cut at ``limit`` (None: whole, to be masked before it is cut)."""
     if isinstance(body, str):
         try:
             body = json.loads(body)
         except json.JSONDecodeError:
-            return None, snippet(body, MESSAGE_CHARS)
+            return None, snippet(body, limit or len(body))
     if not isinstance(body, dict):
         return None, ""
     err = body.get("error", body)
     if not isinstance(err, dict):
-        return None, _text(err)
+        return None, _text(err, limit)
     kind = err.get("type") or err.get("code")
     message = err.get("message") or body.get("message") or body.get("detail") or ""
-    return (str(kind) if kind else None), _text(message)
+    return (str(kind) if kind else None), _text(message, limit)
 
 
-def _text(value: Any) -> str:
+def _text(value: Any, limit: int | None) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text[:MESSAGE_CHARS]
+    return text[:limit]
 
 
 def _retry_after(response: Any) -> float | None:

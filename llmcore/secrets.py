@@ -43,6 +43,7 @@ _USERINFO_RE = re.compile(r"(?<=://)[^\s/?#@]+(?=@)")
 _USERINFO_END = re.compile(r"[\s/?#@]")  # a character that ends a user-info (or the chance of one)
 URL_BEGUN = (":/", ":")  # tails that may grow into "://"
 USERINFO_MAX_CHARS = 512  # a longer run after "://" is not held back as a possible user-info
+MARGIN_MAX = 512  # chars kept past a cut to mask a secret across it (``Redactor.margin``)
 
 
 class EnvPolicy:
@@ -177,6 +178,56 @@ class Redactor:
     def stream(self) -> StreamRedactor:
         return StreamRedactor(self)
 
+    @property
+    def margin(self) -> int:
+        """How much text past a cut ``head`` needs to mask a secret across the cut: the
+        longest secret known, at most ``MARGIN_MAX`` (a longer one across a cut is left out
+        whole)."""
+        return min(max(self.longest, KEY_SHAPE_MIN), MARGIN_MAX)
+
+    def head(self, text: str, at: int) -> str:
+        """The first ``at`` characters of ``text`` as the redactor shows it (a mask is kept
+        whole), ``text`` being all that is known of a text that may go on past its end (a
+        page's text with a margin kept past a cut at ``at``): masked, then cut. A part of a
+        secret that may go on past the end of ``text`` is left out, as a stream holds it."""
+        found = list(self._re.finditer(text)) if self.may_hold_secret(text) else []
+        stop = self._undecided(text, 0, found)
+        pieces, pos = [], 0  # text and MASK in turn
+        for m in found:
+            if m.start() >= stop:
+                break
+            pieces += [text[pos:m.start()], MASK]
+            pos = m.end()
+        pieces.append(text[pos:stop])
+        shown, size = [], 0
+        for i, piece in enumerate(pieces):
+            if size >= at:
+                break
+            shown.append(piece if i % 2 else piece[:at - size])
+            size += len(piece)
+        return "".join(shown)
+
+    def _undecided(self, ctx: str, base: int, found: list[re.Match]) -> int:
+        """The leftmost position from ``base`` on, outside ``found``'s matches, from which
+        the rest of ``ctx`` may still grow into a known secret, a key shape or a URL's
+        user-info; ``len(ctx)`` when there is none."""
+        end = len(ctx)
+        cut = min(self._known_from(ctx, base, end, found), _userinfo_from(ctx, base))
+        begun = _SHAPE_BEGUN.search(ctx, max(base, end - KEY_SHAPE_MIN))
+        while begun and begun.start() < cut and _inside(begun.start(), found):
+            begun = _SHAPE_BEGUN.search(ctx, begun.start() + 1)
+        return min(cut, begun.start()) if begun else cut
+
+    def _known_from(self, ctx: str, start: int, stop: int, found: list[re.Match]) -> int:
+        """The leftmost position in [start, stop) outside ``found``'s matches from which the
+        rest of ``ctx`` may grow into a known secret; ``len(ctx)`` when there is none."""
+        for pos in self.secret_starts(ctx, start):
+            if pos >= stop:
+                break
+            if not _inside(pos, found) and self.begins_secret(ctx[pos:]):
+                return pos
+        return len(ctx)
+
 
 class StreamRedactor:
     """Masks a text that arrives in pieces: what is shown is what the redactor shows of the
@@ -225,7 +276,7 @@ class StreamRedactor:
         shown.append(ctx[pos:cut])
         last = found[-1] if found else None
         if last and last.lastgroup == "shape" and last.span() == (cut, end) and \
-                self._known_from(ctx, cut, cut + 1, found) == end:
+                self.redactor._known_from(ctx, cut, cut + 1, found) == end:
             shown.append(MASK)  # no known secret starts here: the whole run is masked
             self.masking_run, cut = True, end
         if final and cut < end:
@@ -237,30 +288,16 @@ class StreamRedactor:
     def _cut_short(self, ctx: str, base: int, found: list[re.Match]) -> int:
         """Where a known secret cut short by the end of the text begins (a stream that broke
         off, or was interrupted by another event, in the middle of one); else the end."""
-        start = self._known_from(ctx, base, len(ctx), found)
+        start = self.redactor._known_from(ctx, base, len(ctx), found)
         return start if len(ctx) - start >= SECRET_MIN_CHARS else len(ctx)
 
     def _open_from(self, ctx: str, base: int, found: list[re.Match]) -> int:
         """The leftmost position a later piece may still change: where a known secret or a
         key shape may begin or go on, outside the matches already settled before it."""
-        end = len(ctx)
-        cut = min(self._known_from(ctx, base, end, found), _userinfo_from(ctx, base))
-        if found and found[-1].lastgroup == "shape" and found[-1].end() == end:
+        cut = self.redactor._undecided(ctx, base, found)
+        if found and found[-1].lastgroup == "shape" and found[-1].end() == len(ctx):
             return min(cut, found[-1].start())
-        begun = _SHAPE_BEGUN.search(ctx, max(base, end - KEY_SHAPE_MIN))
-        while begun and begun.start() < cut and _inside(begun.start(), found):
-            begun = _SHAPE_BEGUN.search(ctx, begun.start() + 1)
-        return min(cut, begun.start()) if begun else cut
-
-    def _known_from(self, ctx: str, start: int, stop: int, found: list[re.Match]) -> int:
-        """The leftmost position in [start, stop) outside ``found``'s matches from which the
-        rest of ``ctx`` may grow into a known secret; ``len(ctx)`` when there is none."""
-        for pos in self.redactor.secret_starts(ctx, start):
-            if pos >= stop:
-                break
-            if not _inside(pos, found) and self.redactor.begins_secret(ctx[pos:]):
-                return pos
-        return len(ctx)
+        return cut
 
 
 def _userinfo_from(ctx: str, base: int) -> int:

@@ -314,3 +314,13 @@ def test_an_escalated_edit_shows_where_a_symlink_really_writes(home, tmp_path):
     asked, _ = run(agent_for(home, steps, "on-request"), lambda r: ("no", ""))
     assert asked[0].path == str(target) and asked[0].old_text == "alias ls='ls'\n"
     assert target.read_text() == "alias ls='ls'\n"
+
+
+def test_a_question_is_masked_before_it_is_capped(home):
+    from tools.approval import QUESTION_CHARS
+
+    key = "sk-proj-" + "q" * 30
+    script = "echo '" + "x" * (QUESTION_CHARS - 16) + f" {key} end'"  # the key across the cap
+    agent = agent_for(home, [step(call("code_run", type="bash", script=script))], "always")
+    asked, _ = run(agent, lambda r: ("no", ""))
+    assert "x *** end" in asked[0].text and "sk-proj" not in asked[0].text

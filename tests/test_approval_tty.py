@@ -132,3 +132,20 @@ def test_ctrl_c_at_the_question_ends_a_one_shot_run_with_130(home, tmp_path):
     assert not (Path.cwd() / "x.txt").exists()
     end = [r for r in journal(home) if r["type"] == "task_end"]
     assert end and end[-1]["result"] == "ABORTED"
+
+
+def test_the_question_shows_a_path_the_model_chose_inert(home, tmp_path):
+    from test_terminal import assert_inert
+
+    evil = "evil\x1b[2J\x1b]0;pwned\x07notes.txt"  # would clear the screen under the question
+    model = script(tmp_path, [{"text": "<summary>w</summary>", "tool_calls": [
+        {"name": "file_write", "args": {"path": evil, "content": "x"}}]}, {"text": "done"}])
+    child = spawn(home, "-m", model, "--approval", "always", "write it")
+    child.expect(ASK)
+    asked = child.before
+    child.sendline("n")
+    child.expect("message for the model")
+    child.sendline("")
+    child.expect(pexpect.EOF)
+    assert_inert(asked.encode())
+    assert "make this change to " in asked and "evil\\x1b[2J\\x1b]0;pwned\\x07notes.txt" in asked

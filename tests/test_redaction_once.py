@@ -5,6 +5,7 @@ alone in text (and pointed out by ``ga config check``)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,17 @@ def test_base_url_credentials_are_masked_in_errors_journal_logs_and_config(home,
     assert "attach to http://***@127.0.0.1:9333" in out
 
 
+def test_a_diagnostic_masks_the_credentials_of_an_attach_url(home, tmp_path, capsys):
+    (home / "config.yaml").write_text(yaml.safe_dump({"browser": {
+        "cdp_url": f"http://bob:{PASSWORD}@127.0.0.1:9"}}))  # nothing listens there
+    model = script(tmp_path, [{"tool_calls": [{"name": "web_scan", "args": {}}]},
+                              {"text": "no browser"}])
+    assert main(["-m", model, "--json", "look"]) == 0
+    out, err = capsys.readouterr()
+    assert "no browser answers at http://***@127.0.0.1:9" in err
+    assert PASSWORD not in err + out + stored(home)
+
+
 def test_a_key_a_server_echoes_is_masked_before_its_error_is_shortened(home, llm_server,
                                                                       capsys):
     cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m",
@@ -135,6 +147,30 @@ def test_a_key_a_server_echoes_is_masked_before_its_error_is_shortened(home, llm
     assert main(["--config", cfg, "-m", "p", "hi"]) == 1
     err = capsys.readouterr().err
     assert f"x {MASK}" in err and not pieces(err) and not pieces(stored(home))
+
+
+SAID = "x" * 290 + f" {TOKEN} is not a valid key"  # the key across the 300-character cut
+NOT_JSON = "{not json " + "x" * 185 + f" {TOKEN}"  # the key across the 200-character snippet
+
+
+@pytest.mark.parametrize("kind, reply", [
+    ("openai-responses", Reply(text="partial answer", error_after=3, message=SAID,
+                               error_type="invalid_request_error")),  # an error event
+    ("openai", Reply(text="partial answer", error_after=3, body=NOT_JSON)),  # a broken event
+    ("openai-responses", Reply(text="partial answer", error_after=0, body=NOT_JSON)),
+    ("anthropic", Reply(page=("application/json", json.dumps(
+        {"type": "error", "error": {"type": "invalid_request_error", "message": SAID}})))),
+    ("openai", Reply(page=("application/json", json.dumps({"error": {"message": SAID}})))),
+], ids=["error-event", "broken-event", "broken-first-event", "error-as-200", "json-as-200"])
+def test_a_key_in_a_streamed_error_is_masked_before_it_is_shortened(home, llm_server, capsys,
+                                                                   kind, reply):
+    cfg = write_config(home, llm_server, p={"provider": kind, "model": "m", "api_key": TOKEN,
+                                            "max_retries": 0})
+    llm_server.queue(reply)
+    main(["--config", cfg, "-m", "p", "--json", "hi"])
+    out, err = capsys.readouterr()
+    assert MASK in err + out and not pieces(err) and not pieces(out)
+    assert not pieces(stored(home))
 
 
 # ---- short local keys ----------------------------------------------------------------------
@@ -173,6 +209,40 @@ def pieces(text: str, secret: str = TOKEN, size: int = 8) -> list[str]:
 
 def sent_result(client: ScriptedClient) -> str:
     return client.calls[1]["messages"][0]["tool_results"][0]["content"]
+
+
+def test_a_head_is_masked_then_cut_and_never_shows_part_of_a_key_that_may_go_on():
+    redact = Redactor([TOKEN])
+    text = "a" * 10 + TOKEN + " after"
+    assert redact.head(text, 14) == "a" * 10 + MASK + " "  # across the cut: masked, then cut
+    assert redact.head(text[:20], 14) == "a" * 10  # may go on past the margin: left out
+    assert redact.head("see https://user:pass", 12) == "see https"  # a user-info, maybe
+    assert redact.head("the sk-abcdefghijklmnop key", 10) == f"the {MASK} ke"  # a key shape
+    assert redact.head("plain text, no key", 5) == "plain"
+
+
+def test_a_page_cut_past_its_marks_is_masked_without_a_tail():
+    from tools.web.cuts import CUTS_MAX, PageCuts
+
+    cuts = PageCuts(Redactor([TOKEN]))
+    first, last = chr(cuts.first), chr(cuts.first + CUTS_MAX)  # the last mark has no tail
+    text = f"{'a' * 10}{TOKEN[:6]}{first} | {'b' * 10}{TOKEN[:6]}{last} end"
+    assert cuts.restore({"text": text}, [TOKEN[6:] + " more"]) == {
+        "text": f"{'a' * 10}{MASK} mo… | {'b' * 10}… end"}
+
+
+def test_piped_stdin_is_masked_before_it_is_cut(config, home, tmp_path, monkeypatch, capsys):
+    from frontends import task_input
+
+    data = tmp_path / "build.log"
+    data.write_text("x" * 30 + f" {KEY} and the rest of the log\n")
+    monkeypatch.setattr(task_input, "STDIN_MAX_BYTES", 40)  # the cut falls inside the key
+    with open(data) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert main(["-m", script(tmp_path, [{"text": "ok"}]), "--json", "why"]) == 0
+    text = stored(home) + capsys.readouterr().out
+    assert f"x {MASK} and" in text and "[stdin was cut at 40 bytes" in text
+    assert not pieces(text, KEY)
 
 
 def test_code_output_is_masked_before_its_head_is_cut(home):

@@ -1,7 +1,8 @@
 """Pages for the web tool tests, served on 127.0.0.1 by a real HTTP server, and a browser.
 
-``web_site`` serves ``PAGES`` (plus ``/slow-data``, answered after ``LATE_DELAY`` s, and
-``/items.html?n=N``); ``web_browser`` is one real Chromium for a whole test module.
+``web_site`` serves ``PAGES`` (plus ``/slow-data``, answered after ``LATE_DELAY`` s,
+``/items.html?n=N`` and the pages a test puts in ``site.pages``); ``web_browser`` is one
+real Chromium for a whole test module.
 Without a browser on the machine the tests that need one are skipped, saying why.
 ``running_with``, ``wait_exit`` and ``short_temp`` look after the processes and folders.
 """
@@ -249,6 +250,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(items_page(int(parse_qs(url.query).get("n", ["3000"])[0])))
         elif url.path in PAGES:
             self._send(PAGES[url.path])
+        elif url.path in self.server.pages:
+            self._send(self.server.pages[url.path])
         else:
             self.send_error(404)
 
@@ -273,6 +276,7 @@ class Site:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.server.daemon_threads = True
         self.server.hooks = {}  # path -> function called when a page requests it
+        self.server.pages = self.pages = {}  # path -> HTML a test serves
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        args=(SHUTDOWN_POLL_SECONDS,), daemon=True)

@@ -246,14 +246,15 @@ def question(tool: str, args: dict, call_id: str, why: str, reason: str = "", *,
              resolve: Callable[[str], Path], js: Callable[[str], str],
              redact: Callable[[str], str]) -> ApprovalRequest:
     """The question for one call: what it would run or change, as the tool will see it,
-    secrets masked. ``resolve`` makes a tool path absolute; ``js`` finds a web_execute_js
-    call's script."""
+    secrets masked (before the text is capped). ``resolve`` makes a tool path absolute;
+    ``js`` finds a web_execute_js call's script."""
     request = _question(tool, args, call_id, why, reply, resolve, js)
     request.reason = reason
-    for name in ("text", "reason", "old_text", "new_text"):
+    for name in ("text", "reason", "old_text", "new_text", "path"):
         value = getattr(request, name)
         if value:
             setattr(request, name, redact(value))
+    request.text = _cap(request.text)
     return request
 
 
@@ -261,7 +262,7 @@ def _question(tool: str, args: dict, call_id: str, why: str, reply: str,
               resolve: Callable[[str], Path], js: Callable[[str], str]) -> ApprovalRequest:
     if tool == "code_run":
         kind = "inline_eval" if is_inline(tool, args) else "script"
-        return ApprovalRequest(tool, call_id, kind, _cap(code_of(args, reply)),
+        return ApprovalRequest(tool, call_id, kind, code_of(args, reply),
                                str(args.get("type") or "python"), why=why)
     if tool in ("file_write", "file_patch"):
         return _edit_question(tool, args, call_id, why, reply, resolve)
@@ -270,10 +271,10 @@ def _question(tool: str, args: dict, call_id: str, why: str, reply: str,
             script = js(str(args.get("script") or args.get("code") or ""))
         except ToolError as e:
             script = f"(the script cannot be read: {e})"
-        return ApprovalRequest(tool, call_id, "js", _cap(script), "javascript", why=why)
+        return ApprovalRequest(tool, call_id, "js", script, "javascript", why=why)
     shown = {k: v for k, v in args.items() if not k.startswith("_")}
     text = json.dumps(shown, ensure_ascii=False, indent=1, default=str)
-    return ApprovalRequest(tool, call_id, "call", _cap(text), "json", why=why)
+    return ApprovalRequest(tool, call_id, "call", text, "json", why=why)
 
 
 def _edit_question(tool: str, args: dict, call_id: str, why: str, reply: str,
@@ -295,7 +296,7 @@ def _edit_question(tool: str, args: dict, call_id: str, why: str, reply: str,
     diff = "".join(difflib.unified_diff((old or "").splitlines(keepends=True),
                                         new.splitlines(keepends=True),
                                         f"a/{args.get('path')}", f"b/{args.get('path')}"))
-    return ApprovalRequest(tool, call_id, "diff", _cap(diff or "(no change)"), "diff", why=why,
+    return ApprovalRequest(tool, call_id, "diff", diff or "(no change)", "diff", why=why,
                            path=str(path), old_text=old, new_text=new)
 
 

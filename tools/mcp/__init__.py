@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from llmcore.base import ConfigError
 
@@ -35,11 +35,13 @@ __all__ = ["INSTALL_HINT", "ServerConfig", "open_hub", "parse_server", "read_cla
 
 
 def open_hub(servers: Iterable[ServerConfig], cwd: Path, home: Path,
-             report: bool = True, names: Iterable[str] | None = None) -> McpHub | None:
+             report: bool = True, names: Iterable[str] | None = None,
+             redact: Callable[[str], str] = str) -> McpHub | None:
     """Start the enabled ``servers`` (or those ``names``) in parallel: a hub with their tools,
     or None when there are none. A server that does not start is one warning line and its
     tools are left out (``report=False``: no line, the hub says why); one that is
-    ``required`` stops the run (``ConfigError``, exit 2)."""
+    ``required`` stops the run (``ConfigError``, exit 2). ``redact``: the run's redactor,
+    for what the servers say."""
     enabled = [s for s in servers if s.enabled and (names is None or s.name in names)]
     if not enabled:
         return None
@@ -56,7 +58,7 @@ def open_hub(servers: Iterable[ServerConfig], cwd: Path, home: Path,
             raise ConfigError(None, "mcp_servers", message) from None
         log.warning("%s; their tools are left out", message)
         return None
-    hub = McpHub(servers, cwd, logs)
+    hub = McpHub(servers, cwd, logs, redact)
     failed = hub.start([s.name for s in enabled], spawned)
     for name, why in failed.items():
         cfg = hub.servers[name]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from llmcore.base import ConfigError, unknown_key
+from llmcore.secrets import mask_userinfo
 
 NAME = re.compile(r"[A-Za-z0-9_-]+")  # a server name becomes part of its tools' names
 VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # ${VAR} or ${VAR:-default}
@@ -51,10 +52,11 @@ class ServerConfig:
         return "stdio" if self.command else "http"
 
     def describe(self) -> str:
-        """``stdio: mcp-server-time --local-timezone UTC`` or ``http: URL``."""
+        """``stdio: mcp-server-time --local-timezone UTC`` or ``http: URL`` (its user-info
+        masked)."""
         if self.command:
             return " ".join(["stdio:", self.command, *self.args])
-        return f"http: {self.url}"
+        return f"http: {mask_userinfo(self.url or '')}"
 
     def offers(self, tool: str) -> bool:
         """Whether ``enabled_tools`` / ``disabled_tools`` let the server's ``tool`` through."""

@@ -44,8 +44,10 @@ class Connection:
     """One server of a session: started by ``open``, ended by ``stop``."""
 
     def __init__(self, cfg: ServerConfig, cwd: Path, log_path: Path | None,
-                 on_change: Callable[[], None], process: Any = None) -> None:
+                 on_change: Callable[[], None], process: Any = None,
+                 redact: Callable[[str], str] = str) -> None:
         self.cfg = cfg
+        self.redact = redact  # masks what the server said before it is cut
         self.cwd = cwd
         self.log_path = log_path
         self.on_change = on_change  # called (on the loop) after the tool list changed
@@ -105,7 +107,7 @@ class Connection:
         code = proc.returncode if proc is not None else None
         if code is None or code < 0:  # running, or ended by a signal (ours, at the end)
             return ""
-        said = last_words(self.log_path)
+        said = last_words(self.log_path, self.redact)
         return f" (exit code {code}" + (f"; it said: {said}" if said else "") + ")"
 
     def _client(self) -> Client:
@@ -220,8 +222,9 @@ class Connection:
             raise ServerGone(self.gone) from None
 
 
-def last_words(log_path: Path | None) -> str:
-    """The last line a server wrote to its log since its latest start, cut short."""
+def last_words(log_path: Path | None, redact: Callable[[str], str] = str) -> str:
+    """The last line a server wrote to its log since its latest start, masked, then cut
+    short."""
     try:
         with open(log_path, "rb") as f:
             f.seek(max(f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES, 0))
@@ -231,6 +234,7 @@ def last_words(log_path: Path | None) -> str:
     lines = [line.strip() for line in tail.splitlines()]
     starts = [i for i, line in enumerate(lines) if line.startswith(LOG_START)]
     said = next((line for line in reversed(lines[starts[-1] + 1 if starts else 0:]) if line), "")
+    said = redact(said)
     return said[:LAST_WORDS_CHARS] + ("…" if len(said) > LAST_WORDS_CHARS else "")
 
 

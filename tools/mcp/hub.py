@@ -16,11 +16,12 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from agent_loop import tool_output as outside_text
 from tools.spec import schema_tokens
 
 from .config import ServerConfig
@@ -61,13 +62,16 @@ def tool_name(server: str, tool: str, taken: set[str]) -> str:
     return f"{name[:NAME_MAX - HASH_CHARS - 1]}_{digest}"
 
 
-def tool_schema(name: str, tool: Any) -> dict:
-    """The tool list entry: the server's input schema as it is, its description capped."""
-    text = (tool.description or tool.title or tool.name).strip()
+def tool_schema(name: str, tool: Any, redact: Callable[[str], str] = str) -> dict:
+    """The tool list entry: the server's input schema and its description (capped), outside
+    text reaching the model like a tool result: every string in them (property names
+    included) masked, then neutralised (a ``[MASTER]`` in a description has no power)."""
+    text = outside_text((tool.description or tool.title or tool.name).strip(), redact)
     if len(text) > DESCRIPTION_MAX:
         text = text[:DESCRIPTION_MAX - 1] + "…"
+    parameters = outside_text(tool.input_schema, redact)
     return {"type": "function", "function": {"name": name, "description": text,
-                                             "parameters": tool.input_schema}}
+                                             "parameters": parameters}}
 
 
 def error(msg: str) -> tuple[dict, list]:
@@ -75,10 +79,13 @@ def error(msg: str) -> tuple[dict, list]:
 
 
 class McpHub:
-    """The servers of a session, their tools and calls."""
+    """The servers of a session, their tools and calls; ``redact`` masks what the servers
+    say (tool texts, results) before it is shortened."""
 
-    def __init__(self, servers: Iterable[ServerConfig], cwd: Path, log_dir: Path | None) -> None:
+    def __init__(self, servers: Iterable[ServerConfig], cwd: Path, log_dir: Path | None,
+                 redact: Callable[[str], str] = str) -> None:
         self.servers = {s.name: s for s in servers}
+        self.redact = redact
         self.cwd = Path(cwd)
         self.log_dir = log_dir
         self.loop = LoopThread()
@@ -106,14 +113,15 @@ class McpHub:
                 self.loop.wait(future, self.servers[name].startup_timeout_sec
                                + START_MARGIN_SECONDS)
             except Exception as e:  # a server's own failure, whatever it is: reported
-                self.failed[name] = describe(e)
+                self.failed[name] = self.redact(describe(e))  # its stderr may say anything
         self._rebuild()
         return {name: self.failed[name] for name in waits if name in self.failed}
 
     async def _open(self, cfg: ServerConfig, process: Any = None) -> None:
         if isinstance(process, Exception):
             raise process
-        conn = Connection(cfg, self.cwd, self.log_path(cfg.name), self._rebuild, process)
+        conn = Connection(cfg, self.cwd, self.log_path(cfg.name), self._rebuild, process,
+                          self.redact)
         self.connections[cfg.name] = conn
         self.failed.pop(cfg.name, None)
         await conn.open()
@@ -144,7 +152,7 @@ class McpHub:
                 conn = self.connections.get(server)
                 for tool in conn.tools if conn is not None and server not in self.failed else ():
                     name = tool_name(server, tool.name, set(table))
-                    schema = tool_schema(name, tool)
+                    schema = tool_schema(name, tool, self.redact)
                     kept = old.get(name)
                     if kept is not None and kept.schema == schema:
                         schema = kept.schema
@@ -206,7 +214,7 @@ class McpHub:
                          f"{describe(e)}")
         finally:
             self._calls.discard(future)
-        return tool_output(result, name, vision, budget)
+        return tool_output(result, name, vision, budget, self.redact)
 
     def _next_call_note(self, server: str) -> str:
         if server in self.restarted:

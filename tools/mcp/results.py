@@ -1,13 +1,13 @@
 """An MCP tool result as the runtime's tool output: its text content, else its structured
 content as JSON; images through the image route (llmcore.images), each named in the text;
-``isError`` as an error result. Budgeted like every tool result (the loop then redacts and
+``isError`` as an error result. Masked, then budgeted like every tool result (the loop then
 neutralises it)."""
 
 from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import Any, Callable
 
 import mcp_types as types
 
@@ -17,10 +17,11 @@ from tools import clip
 NO_OUTPUT = "(the tool returned no output)"
 
 
-def tool_output(result: types.CallToolResult, label: str, vision: bool,
-                budget: int) -> tuple[Any, list[dict]]:
+def tool_output(result: types.CallToolResult, label: str, vision: bool, budget: int,
+                redact: Callable[[str], str] = str) -> tuple[Any, list[dict]]:
     """(data, image blocks) for ``result`` of the tool ``label``; ``vision``: whether the
-    model sees images (else each is a line saying what it was)."""
+    model sees images (else each is a line saying what it was). ``redact`` masks the text
+    before it is cut to ``budget``."""
     texts: list[str] = []
     blocks: list[dict] = []
     for item in result.content:
@@ -35,7 +36,7 @@ def tool_output(result: types.CallToolResult, label: str, vision: bool,
             result.structured_content is not None:
         structured = json.dumps(result.structured_content, ensure_ascii=False)
         text = "\n".join([structured, *texts]) if texts else structured
-    text = clip(text or NO_OUTPUT, budget)
+    text = clip(redact(text) or NO_OUTPUT, budget)
     if result.is_error:
         return {"status": "error", "msg": f"[Error] {label}: {text}"}, blocks
     return text, blocks

@@ -23,6 +23,7 @@ from tools.fsutil import atomic_write
 
 from .browser import Browser, clip_title, error_text
 from .cdp import CDPError, ConnectionLost
+from .cuts import PageCuts, page_call
 from .launch import BrowserUnavailable
 from .tab import (
     Aborted,
@@ -218,17 +219,19 @@ def settled(tab: Tab, obj: dict, timeout: float) -> dict:
 
 def value_of(tab: Tab, obj: dict, limits: dict) -> Any:
     """A RemoteObject as JSON: primitives directly, objects through ``serialize.js`` with
-    its caps ``limits``."""
+    its caps ``limits``, its cuts made (masked first)."""
     if "objectId" not in obj:
         if "unserializableValue" in obj:
             return obj["unserializableValue"]
         return obj.get("value")
+    cuts = PageCuts(tab.browser.redact)
     reply = tab.request("Runtime.callFunctionOn", {
         "objectId": obj["objectId"], "functionDeclaration": page_js(SERIALIZE_JS),
-        "arguments": [{"value": limits}], "returnByValue": True})
+        "arguments": [{"value": {**limits, "cuts": cuts.options()}}], "returnByValue": True})
     if "exceptionDetails" in reply:
         return obj.get("description")
-    return reply.get("result", {}).get("value")
+    got = reply.get("result", {}).get("value") or {}
+    return cuts.restore(got.get("value"), got.get("tails"))
 
 
 def started_navigation(tab: Tab, marks: Marks) -> bool:
@@ -242,7 +245,7 @@ def watch_changes(tab: Tab, marks: Marks) -> dict | None:
                       stop=lambda: started_navigation(tab, marks))
         if started_navigation(tab, marks):
             return None
-        return tab.page_value("window.__ga.changes()")
+        return page_call(tab, "changes")
     except (CDPError, JSError):
         if started_navigation(tab, marks):
             return None
@@ -267,7 +270,7 @@ def follow_navigation(browser: Browser, tab: Tab, marks: Marks, moved: dict) -> 
         moved["note"] = LOAD_FAILED
     title = ""
     try:
-        title = clip_title(tab.page_value("document.title"))
+        title = clip_title(browser.redact(tab.page_value("document.title") or ""))
     except (TabBusy, Aborted):  # the call fails: the browser's word for the title meanwhile
         add_title(moved, browser.title_of(tab.target_id))
         raise

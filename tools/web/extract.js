@@ -47,7 +47,34 @@
 
   // ---- text helpers ---------------------------------------------------------------------
   const squeeze = (s) => String(s || '').replace(/\s+/g, ' ').trim();
-  const cut = (s, n) => (s.length > n ? s.slice(0, n - 1) + '…' : s);
+
+  // Cuts. The page never holds a secret, so it cannot cut around one: a call given `cuts`
+  // ({mark, marks, margin}) keeps `margin` chars past each cut in `cuts.tails` and marks the
+  // cut with the code point mark + i (a private-use range chosen at random per call, which
+  // no page can forge; past `marks` cuts, the last one, without a tail); Python masks each
+  // text with its tail, then cuts it (tools/web/cuts.py). Without `cuts`, a cut ends in '…'.
+  let cuts = null;
+
+  function cutAt(s, at) {  // s cut after `at` chars
+    const code = s.charCodeAt(at - 1);
+    if (code >= 0xD800 && code < 0xDC00) at--;  // never half a surrogate pair
+    if (!cuts) return s.slice(0, at) + '…';
+    const i = Math.min(cuts.tails.length, cuts.marks);
+    if (i < cuts.marks) cuts.tails.push(s.slice(at, at + cuts.margin));
+    return s.slice(0, at) + String.fromCodePoint(cuts.mark + i);
+  }
+  const cut = (s, n) => (s.length > n ? cutAt(s, n - 1) : s);
+
+  function withCuts(opts, run) {  // run() with the cuts of opts.cuts; its tails set on the result
+    cuts = opts && opts.cuts ? Object.assign({tails: []}, opts.cuts) : null;
+    try {
+      const out = run();
+      if (cuts && cuts.tails.length) out.tails = cuts.tails;
+      return out;
+    } finally {
+      cuts = null;
+    }
+  }
   const quote = (s) => '"' + s.replace(/"/g, '\\"') + '"';
 
   // visible-ish text of a subtree, without form controls (nor, given a scan's ctx, text
@@ -185,9 +212,10 @@
     start(prefix) { this.block(); this.prefix = prefix; }
     end() {  // the line being written, cut at the budget
       const room = this.budget - this.chars - this.prefix.length;
-      const line = this.cur.replace(/\s+/g, ' ').trim().slice(0, Math.max(room, 0)).trimEnd();
+      const line = this.cur.replace(/\s+/g, ' ').trim();
       this.cur = '';
-      if (line) this.lines.push(this.prefix + line);
+      const shown = line.length <= room ? line : room > 1 ? cutAt(line, room - 1) : '';
+      if (shown) this.lines.push(this.prefix + shown);
     }
   }
 
@@ -469,6 +497,10 @@
   }
 
   ga.scan = function (opts) {
+    return withCuts(opts, () => scan(opts));
+  };
+
+  function scan(opts) {
     const o = Object.assign({budget: 35000, textOnly: false, viewport: false, similarMin: 50,
       similarShow: 10, pointer: true}, opts || {});
     ga.nodes = [null];
@@ -494,7 +526,7 @@
     const head = '[page] ' + title + ' | ' + url + ' | scroll ' + Math.round(scrollY) + '/' +
       height + ' px' + (o.textOnly ? '' : ' | ' + n + ' interactive');
     return {title, url, text: head + '\n' + w.lines.join('\n'), interactive: n, truncated};
-  };
+  }
 
   // ---- change monitor -------------------------------------------------------------------
   function fields() {
@@ -555,7 +587,11 @@
     return [now - ga.lastMutation, loaded];
   };
 
-  ga.changes = function () {  // what changed since watch(); ends the watch
+  ga.changes = function (opts) {  // what changed since watch(); ends the watch
+    return withCuts(opts, changes);
+  };
+
+  function changes() {
     const c = ga.watching;
     ga.watching = null;
     if (!c) return {};
@@ -566,5 +602,5 @@
     const text = cut(squeeze(Array.from(new Set(c.text.map(squeeze))).join(' · ')), CHANGE_TEXT_CHARS);
     if (text) out.text = text;
     return out;
-  };
+  }
 })();

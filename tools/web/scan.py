@@ -13,6 +13,7 @@ from llmcore.images import Picture, load_image
 
 from .browser import Browser, error_text
 from .cdp import CDPError
+from .cuts import page_call
 from .launch import BrowserUnavailable
 from .tab import Tab, TabCrashed, WebError
 
@@ -71,7 +72,7 @@ def read_page(tab: Tab, budget: int, text_only: bool = False, viewport: bool = F
     settle(tab)
     opts = {"budget": budget, "textOnly": text_only, "viewport": viewport,
             "similarMin": SIMILAR_MIN, "similarShow": SIMILAR_SHOW}
-    return tab.page_value(f"window.__ga.scan({json.dumps(opts)})")
+    return page_call(tab, "scan", opts)
 
 
 def settle(tab: Tab) -> None:

@@ -4,15 +4,27 @@
 // Array.from, Object.keys, JSON, Set), so a page's polyfills cannot change what the model
 // is told. Elements come back as outerHTML, NodeLists as arrays, window as [Window url].
 // The caller sets the caps: `limits` {items, keys, depth, html, chars}, `chars` roughly
-// bounding the whole value's text.
+// bounding the whole value's text, and how a cut is marked: `limits.cuts` {mark, marks,
+// margin}, as extract.js does (the page never holds a secret, so it cannot cut around one:
+// `margin` chars past each cut come back in `tails` for Python to mask, then cut; a page
+// that replaces the string builtins a cut uses spoils only its own text, which it writes
+// anyway). Returns {value, tails}.
 function (limits) {
   const ITEMS_MAX = limits.items, KEYS_MAX = limits.keys, DEPTH_MAX = limits.depth;
-  const HTML_CHARS = limits.html, CHARS_MAX = limits.chars;
-  const seen = [];
+  const HTML_CHARS = limits.html, CHARS_MAX = limits.chars, CUTS = limits.cuts;
+  const seen = [], tails = [];
   const own = Object.prototype.hasOwnProperty;
   let size = 0;  // chars of text so far
 
-  const cut = (s) => (s.length > HTML_CHARS ? s.substring(0, HTML_CHARS - 1) + '…' : s);
+  function cut(s) {
+    if (s.length <= HTML_CHARS) return s;
+    let at = HTML_CHARS - 1;
+    const code = s.charCodeAt(at - 1);
+    if (code >= 0xD800 && code < 0xDC00) at--;  // never half a surrogate pair
+    const i = tails.length < CUTS.marks ? tails.length : CUTS.marks;
+    if (i < CUTS.marks) tails[i] = s.substring(at, at + CUTS.margin);
+    return s.substring(0, at) + String.fromCodePoint(CUTS.mark + i);
+  }
   const full = () => size > CHARS_MAX;
 
   function isSeen(v) {
@@ -98,5 +110,6 @@ function (limits) {
     return fields(v, depth);
   }
 
-  return ser(this, 0);
+  const out = ser(this, 0);
+  return {value: out, tails: tails};
 }
