@@ -394,7 +394,7 @@ class LLMServer:
         self.by_marker: dict[str, deque[Reply]] = {}  # replies for the requests naming a text
         self.active = 0  # requests being answered now
         self.max_active = 0  # the most answered at once
-        self.quorum = 0  # hold each request until this many are being answered at once
+        self.quorum = 0  # hold requests until this many have been answered at once (then none)
         self._lock = threading.Lock()
         self._gathered = threading.Condition(self._lock)
         self._httpd: _Server | None = None
@@ -445,12 +445,13 @@ class LLMServer:
         return [r for r in self.requests if marker in json.dumps(r["body"])]
 
     def enter(self) -> None:
-        """A request arrives; with a ``quorum``, it waits until that many are in."""
+        """A request arrives; with a ``quorum``, it waits until that many have been in at
+        once (the last requests of a run, fewer than the quorum, then go straight on)."""
         with self._gathered:
             self.active += 1
             self.max_active = max(self.max_active, self.active)
             self._gathered.notify_all()
-            self._gathered.wait_for(lambda: self.active >= self.quorum, QUORUM_SECONDS)
+            self._gathered.wait_for(lambda: self.max_active >= self.quorum, QUORUM_SECONDS)
 
     def leave(self) -> None:
         with self._lock:

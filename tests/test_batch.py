@@ -292,7 +292,7 @@ def test_run_batch_without_a_results_file_for_a_list_says_what_to_give(home, cfg
 def test_exactly_workers_tasks_run_at_once_each_in_its_own_warm_process(tmp_path, home, cfg,
                                                                         llm_server):
     workers = 3
-    llm_server.quorum = workers  # a request is answered once `workers` are in at once
+    llm_server.quorum = workers  # requests wait until `workers` have been in at once
     for n in range(2 * workers):
         llm_server.answer(tag(n), code("echo PID=$PPID"), answer("ok"))
     tasks = write_tasks(tmp_path / "tasks.jsonl",

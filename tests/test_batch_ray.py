@@ -43,7 +43,7 @@ from frontends.cli import main
 __all__ = ["llm_server"]  # the fixture
 
 RAY_START_SECONDS = 240.0  # sanity bound: a head node starts (≈ 5 s idle, far more under load)
-RAY_STOP_SECONDS = 30.0
+RAY_STOP_SECONDS = 2.0  # `ray start --block` outlasts SIGTERM by 30 s; its whole group is killed
 START_SECONDS = 240.0  # sanity bound: the driver joined the cluster and tasks run
 KEY = "sk-batch-ray-6f1e2d3c4b5a"  # reaches the workers only through the runtime env
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")  # Ray's logs, in the cluster's temp dir
