@@ -5,6 +5,7 @@ and installed packages exposing the ``genericagent.plugins`` entry point. A plug
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 from typing import Any
@@ -70,13 +71,20 @@ def plugin_tool(fn: Any) -> Any:
                         "docstring, as @tool does; or take (self, args, response))") from None
 
 
-def plugin_sources(home: Path, files: tuple = ()) -> list[tuple[str, Any]]:
-    """``<home>/plugins/*.py``, ``genericagent.plugins`` entry points, then ``--plugin`` files."""
+@functools.lru_cache(maxsize=1)
+def installed_plugins() -> tuple:
+    """The ``genericagent.plugins`` entry points of the installed packages, read once per
+    process: the scan reads every package's metadata (12 ms with a few hundred installed),
+    and a batch worker or ``ga acp`` opens many sessions."""
     from importlib.metadata import entry_points
 
+    return tuple(entry_points(group="genericagent.plugins"))
+
+
+def plugin_sources(home: Path, files: tuple = ()) -> list[tuple[str, Any]]:
+    """``<home>/plugins/*.py``, ``genericagent.plugins`` entry points, then ``--plugin`` files."""
     sources: list[tuple[str, Any]] = [(str(p), p) for p in sorted((home / "plugins").glob("*.py"))]
-    sources += [(f"entry point {ep.name} ({ep.value})", ep)
-                for ep in entry_points(group="genericagent.plugins")]
+    sources += [(f"entry point {ep.name} ({ep.value})", ep) for ep in installed_plugins()]
     sources += [(str(Path(f)), Path(f)) for f in files]
     return sources
 

@@ -8,6 +8,7 @@ joins the yielded pieces into ``resp.content`` and ``resp.thinking`` once.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -213,7 +214,8 @@ class Deadline:
 
 
 def sdk_options(profile: Profile, api_key: str | None, sdk: Any) -> dict[str, Any]:
-    """Keyword arguments for ``openai.OpenAI`` / ``anthropic.Anthropic``: no SDK retries."""
+    """Keyword arguments for ``openai.OpenAI`` / ``anthropic.Anthropic``: no SDK retries;
+    the SDK's own HTTP client settings, with the process's one TLS context."""
     import httpx2
 
     timeout = httpx2.Timeout(connect=profile.timeout, read=profile.read_timeout,
@@ -221,9 +223,19 @@ def sdk_options(profile: Profile, api_key: str | None, sdk: Any) -> dict[str, An
     opts: dict[str, Any] = {"api_key": api_key or NO_KEY, "max_retries": 0, "timeout": timeout}
     if profile.base_url:
         opts["base_url"] = profile.base_url
-    if profile.proxy:
-        opts["http_client"] = sdk.DefaultHttpxClient(proxy=profile.proxy, timeout=timeout)
+    opts["http_client"] = sdk.DefaultHttpxClient(proxy=profile.proxy, timeout=timeout,
+                                                 verify=tls_context())
     return opts
+
+
+@functools.lru_cache(maxsize=1)
+def tls_context() -> Any:
+    """The TLS context every client of this process shares (the HTTP library's default,
+    made once): loading the certificate store costs ≈ 30 ms of CPU, which a client made for
+    each session — a batch task, an editor's session — would pay every time."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
 
 
 def is_reasoning_model(model: str) -> bool:

@@ -239,7 +239,12 @@ def test_text_mode_shows_summaries_without_tags(capsys):
     assert "<summary>" not in out + err and "» write hello.py\nWriting the script." in err
 
 
-def test_plugin_from_an_installed_package_entry_point(tmp_path, monkeypatch, home, capsys):
+def test_plugin_from_an_installed_package_entry_point(tmp_path, monkeypatch, home, capsys,
+                                                       request):
+    from frontends.plugins import installed_plugins  # read once per process: read again
+
+    installed_plugins.cache_clear()
+    request.addfinalizer(installed_plugins.cache_clear)
     site = tmp_path / "site"
     dist = site / "gaplug-0.1.dist-info"
     dist.mkdir(parents=True)
