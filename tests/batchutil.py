@@ -104,6 +104,15 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped by a signal (SIGSTOP): state T in /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+
 def alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

@@ -20,6 +20,7 @@ from batchutil import (
     numbered,
     results,
     start_batch,
+    stopped,
     tag,
     wait_until,
     write_tasks,
@@ -138,6 +139,7 @@ def test_a_hung_worker_costs_one_task_and_is_ended_when_the_batch_stops(tmp_path
                        "--workers", "2", "--yolo")  # confined code could not stop its worker
     wait_until(lambda: len(results(out)) == 3, START_SECONDS, "the other tasks done")
     workers = children_of(proc.pid)
+    wait_until(lambda: any(map(stopped, workers)), START_SECONDS, "the hung worker stopped")
     os.kill(proc.pid, signal.SIGTERM)
     assert finish(proc) == 143
     got = by_id(out)

@@ -270,8 +270,10 @@ def _wait_port(launched: Launched, exe: str) -> str:
         if found:  # a whole file: it may be read while it is being written
             return f"ws://127.0.0.1:{found.group(1)}{found.group(2)}"
         time.sleep(START_POLL)
+    tail = launched.log_tail()
     launched.stop()
-    raise BrowserUnavailable(f"{exe} did not open its DevTools port in {START_TIMEOUT:g} s")
+    raise BrowserUnavailable(f"{exe} did not open its DevTools port in {START_TIMEOUT:g} s"
+                             f"{': ' + tail if tail else ''}")
 
 
 def _read(path: Path) -> str:
