@@ -56,11 +56,12 @@ from memory.working import (
     squeeze,
 )
 from tools import clip, files, web
-from tools.approval import ApprovalRequest, Approvals, question, with_escalation
-from tools.code_run import code_run, last_code_block
+from tools.approval import Approvals, with_escalation
+from tools.code_run import last_code_block
 from tools.fsutil import atomic_write, take_file
+from tools.guard import Guard
 from tools.inline_eval import run_inline
-from tools.sandbox import Sandbox, run_temp_dir
+from tools.sandbox import Sandbox
 from tools.spec import tool, tools_schema
 from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env
 from tools.web import execute, scan
@@ -98,6 +99,9 @@ class GenericAgentHandler(BaseHandler):
         self._bad_replies: list[str] = []  # why the replies in the current run were unusable
         self._checkpointed = False
         self._signatures: list[str | None] = []
+        self.guard = Guard(parent.sandbox, parent.approvals, self.cwd, self.memory.dir,
+                           resolve=self.resolve, env=parent.env_policy, redact=parent.redactor,
+                           abort=self.abort_event)  # the task's sandbox and approval
 
     @property
     def session_id(self) -> str:
@@ -127,49 +131,12 @@ class GenericAgentHandler(BaseHandler):
     def resolve(self, path: str) -> Path:
         return Path(os.path.abspath(os.path.join(self.cwd, os.path.expanduser(path))))
 
-    # ---- approval and sandbox (SPEC §11) -----------------------------------------------
-    escalated = False  # the call running now was approved to run outside the sandbox
-
     def gate(self, tool_name: str, args: dict, response: Any, call_id: str = ""):
-        """Before every tool: ask the person when the approval mode says so."""
-        agent, reply = self.parent, getattr(response, "content", "") or ""
-
-        def ask(why: str, reason: str) -> ApprovalRequest:
-            return question(
-                tool_name, args, call_id, why, reason, reply=reply, resolve=self.resolve,
-                js=lambda script: execute.resolve_script(script, reply, self.cwd),
-                redact=agent.redactor)
-
-        verdict = yield from agent.approvals.gate(
-            tool_name, args, call_id, confining=agent.sandbox.confining,
-            sandbox=agent.sandbox.mode, ask=ask, reply=reply, abort=self.abort_event,
-            waits=agent._sink is not None)
-        self.escalated = verdict.escalated
-        return None if verdict.outcome is None else StepOutcome(verdict.outcome, "\n")
-
-    def places(self, create: bool = True) -> tuple[Path, ...]:
-        """Where this task may write (the sandbox's writable folders)."""
-        return self.parent.sandbox.places(self.cwd, self.memory.dir, create)
-
-    def check_write(self, path: Path) -> None:
-        """The file tools' rule: refuse a write the sandbox does not allow (ToolError)."""
-        if not self.escalated:
-            self.parent.sandbox.check_write(path, self.places(create=False),
-                                            self.parent.approvals.mode == "on-request")
-
-    def _run_code(self, code: str, kind: str, timeout: int, run_dir: Path, budget: int):
-        """code_run's child, confined by the sandbox unless this call was escalated."""
-        sandbox, places = self.parent.sandbox, self.places()
-        jail = None if self.escalated else sandbox.confinement(places)
-        env = self.parent.env_policy.child_env()
-        result = yield from code_run(code, kind, timeout, cwd=run_dir, abort=self.abort_event,
-                                     max_output=budget, confine=jail,
-                                     env=jail.env(env, run_temp_dir()) if jail else env,
-                                     import_path=[self.memory.dir], redact=self.parent.redactor)
-        if jail is not None:
-            sandbox.annotate(result, jail, places, code,
-                             self.parent.approvals.mode == "on-request")
-        return result
+        """Before every tool: ask the person when the approval mode says so (SPEC §11)."""
+        reply = getattr(response, "content", "") or ""
+        refused = yield from self.guard.gate(tool_name, args, call_id, reply,
+                                             waits=self.parent._sink is not None)
+        return None if refused is None else StepOutcome(refused, "\n")
 
     def _anchor(self, index: int) -> str:
         return self._get_anchor_prompt(skip=index > 0)
@@ -203,7 +170,7 @@ class GenericAgentHandler(BaseHandler):
             result = self._inline_eval(code, run_dir, timeout, budget)
         else:
             yield f"[Action] Running {type} in {run_dir.name or run_dir}: {shown}\n"
-            result = yield from self._run_code(code, type, timeout, run_dir, budget)
+            result = yield from self.guard.run_code(code, type, timeout, run_dir, budget)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     def _inline_eval(self, code: str, run_dir: Path, timeout: int, budget: int) -> dict:
@@ -266,7 +233,7 @@ class GenericAgentHandler(BaseHandler):
         """
         files.refuse_folder_path(path)
         p = self.resolve(path)
-        self.check_write(p)
+        self.guard.check_write(p)
         action = "Create" if mode == "overwrite" and not p.exists() else mode.capitalize()
         yield f"[Action] {action} file: {path}\n"
         body = content or files.content_from_reply(getattr(response, "content", "") or "")
@@ -286,7 +253,7 @@ class GenericAgentHandler(BaseHandler):
             new_content: Replacement; {{file:path:start:end}} inserts those lines of a file.
         """
         p = self.resolve(path)
-        self.check_write(p)
+        self.guard.check_write(p)
         yield f"[Action] Patching file: {path}\n"
         result = files.file_patch(p, old_content, files.expand_file_refs(new_content, self.cwd),
                                   abort=self.abort_event, base=self.cwd)
@@ -343,7 +310,7 @@ class GenericAgentHandler(BaseHandler):
                                next_prompt="\n")
         save_to = self.resolve(save_to_file) if save_to_file else None
         if save_to is not None:
-            self.check_write(save_to)
+            self.guard.check_write(save_to)
         shown = squeeze(code, 60, self.parent.redactor)
         yield f"[Action] Running JavaScript in the browser: {shown}\n"
         result = execute.web_execute_js(
