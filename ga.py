@@ -69,7 +69,6 @@ from tools.web.browser import Browser
 
 CODE_OUTPUT_CHARS = 10_000
 READ_OUTPUT_CHARS = 15_000
-MCP_OUTPUT_CHARS = 10_000  # an MCP tool's result, shared by the calls of one reply
 USER_TOOLS = ("ask_user", "start_long_term_update")
 STREAMED = {"text": "delta", "thinking": "delta", "progress": "text"}  # event type -> its text
 
@@ -121,11 +120,8 @@ class GenericAgentHandler(BaseHandler):
         return functools.partial(self._mcp_call, name[3:])
 
     def _mcp_call(self, name: str, args: dict, response: Any = None):
-        arguments = {k: v for k, v in args.items() if k not in ("_index", "_tool_num")}
-        yield f"[Action] Calling MCP tool {name}\n"
-        data, images = self.parent.mcp.call(
-            name, arguments, vision=getattr(self.parent.llmclient, "vision", True),
-            budget=MCP_OUTPUT_CHARS // max(args.get("_tool_num", 1), 1))
+        vision = getattr(self.parent.llmclient, "vision", True)
+        data, images = yield from self.parent.mcp.run(name, args, vision)
         return StepOutcome(data, next_prompt=self._anchor(args.get("_index", 0)), images=images)
 
     def resolve(self, path: str) -> Path:
