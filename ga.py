@@ -58,7 +58,7 @@ from memory.working import (
 from tools import clip, files, web
 from tools.approval import Approvals, with_escalation
 from tools.code_run import last_code_block
-from tools.fsutil import atomic_write, take_file
+from tools.fsutil import atomic_write, take_text
 from tools.guard import Guard
 from tools.inline_eval import run_inline
 from tools.sandbox import Sandbox
@@ -71,14 +71,6 @@ CODE_OUTPUT_CHARS = 10_000
 READ_OUTPUT_CHARS = 15_000
 USER_TOOLS = ("ask_user", "start_long_term_update")
 STREAMED = {"text": "delta", "thinking": "delta", "progress": "text"}  # event type -> its text
-
-
-def consume_file(folder: Path | None, name: str) -> str | None:
-    """A task-dir control file's text, consumed; None when absent or blank."""
-    if not folder:
-        return None
-    text = (take_file(Path(folder) / name) or "").strip()
-    return text or None
 
 
 class GenericAgentHandler(BaseHandler):
@@ -506,8 +498,8 @@ class GenericAgentHandler(BaseHandler):
 
     def _master_injection(self) -> list[str]:
         agent = self.parent
-        keyinfo = agent.extrakeyinfo or consume_file(agent.task_dir, "_keyinfo")
-        intervene = agent.intervene or consume_file(agent.task_dir, "_intervene")
+        keyinfo = agent.extrakeyinfo or take_text(agent.task_dir, "_keyinfo")
+        intervene = agent.intervene or take_text(agent.task_dir, "_intervene")
         agent.extrakeyinfo = agent.intervene = None
         if keyinfo:
             master = self.t("master", text=keyinfo)
