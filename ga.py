@@ -32,7 +32,6 @@ from agent_loop import (
 )
 from llmcore import images as pictures
 from llmcore.base import LLMError, add_cost
-from llmcore.history import unanswered_call
 from llmcore.logs import Failures
 from llmcore.secrets import EnvPolicy, EventRedactor, Redactor
 from memory.archive import Transcript, archive_to_l4, new_session_id
@@ -44,6 +43,7 @@ from memory.prompt import (
 )
 from memory.store import MemoryStore
 from memory.working import (
+    OpenQuestion,
     Settings,
     call_signature,
     claims_completion,
@@ -51,7 +51,7 @@ from memory.working import (
     fold_earlier,
     has_verification,
     is_code_block_only,
-    pick_answer,
+    kept_open,
     plan_open_items,
     squeeze,
 )
@@ -727,46 +727,31 @@ class GenericAgent:
                                    path=path)
         return query
 
-    def _open_question(self) -> tuple[dict | None, dict]:
-        """The ``ask_user`` call the conversation ended on, unanswered (else None), and what
-        it kept for its answer (``_left_open``)."""
-        asked = unanswered_call(getattr(self.llmclient, "history", None) or [], "ask_user")
-        if asked is None or self.open_turn.get("call") != asked["id"]:
-            return asked, {}
-        return asked, self.open_turn
+    def _open_question(self) -> OpenQuestion | None:
+        return OpenQuestion.find(getattr(self.llmclient, "history", None) or [], self.open_turn)
 
-    def _left_open(self, result: dict, turn: int) -> dict:
-        """What a question left open keeps for its answer: the turn it stopped and the
-        results of that turn's other calls. A failed answer keeps what the question had."""
-        asked, kept = self._open_question()
-        if asked is None or result.get("result") != "EXITED":
-            return kept
-        return {"call": asked["id"], "turn": turn, "results": result.get("turn_results") or []}
-
-    def _task_handler(self, asked: dict | None, kept: dict) -> GenericAgentHandler:
+    def _task_handler(self, asked: OpenQuestion | None) -> GenericAgentHandler:
         """An answer to an open question continues the task that asked it (its memory and
         turn count as they were); a new task inherits from the task before (§3)."""
         handler = self.handler_cls(self, self.cwd)
         if asked is not None:
             handler.working = dict(self.handler.working) if self.handler is not None else {}
-            handler.current_turn = kept.get("turn", 0)
+            handler.current_turn = asked.turn
         elif self.handler is not None:
             handler.inherit(self.handler)
         return handler
 
-    def _opening(self, query: str, handler: GenericAgentHandler, asked: dict | None,
-                 kept: dict) -> tuple[str, str, list[dict]]:
+    def _opening(self, query: str, handler: GenericAgentHandler,
+                 asked: OpenQuestion | None) -> tuple[str, str, list[dict]]:
         """The task's text, first message and the tool results sent with it: a task that
-        starts on an open ``ask_user`` question answers it, as that call's result ("2"
-        picks the second candidate), sent with the results of that turn's other calls."""
-        if asked is not None:
-            query = pick_answer(query, (asked.get("input") or {}).get("candidates"))
+        starts on an open ``ask_user`` question answers it, as that call's result, sent with
+        the results of that turn's other calls."""
+        query = asked.answer(query) if asked is not None else query
         self.history_info.append(self.texts("user_line", text=squeeze(query, 200, self.redactor)))
         message = self._first_message(query)
         answers = []
         if asked is not None:
-            answer = {"tool_use_id": asked["id"], "content": message}
-            answers, message = [*kept.get("results", []), answer], ""
+            answers, message = asked.results(message), ""
         if handler.working.get("key_info"):
             anchor = handler._get_anchor_prompt(opening=True)
             message = f"{message}\n{anchor}" if message else anchor.lstrip("\n")
@@ -777,10 +762,10 @@ class GenericAgent:
         """Run one task to its end, yielding events; returns the ``task_end`` event.
         ``images`` (paths, bytes or image blocks) go with the task as image content."""
         blocks = pictures.for_model(images, self.llmclient)
-        asked, kept = self._open_question()
-        handler = self.handler = self._task_handler(asked, kept)
+        asked = self._open_question()
+        handler = self.handler = self._task_handler(asked)
         handler.disabled_tools = self.disabled_tools
-        query, message, answers = self._opening(query, handler, asked, kept)
+        query, message, answers = self._opening(query, handler, asked)
         self._provider_events.clear()  # a /model switch between tasks is no restart
         self.task_cost = None
         shown = {"images": [pictures.meta(b) for b in blocks]} if blocks else {}
@@ -798,7 +783,8 @@ class GenericAgent:
         except LLMError as e:  # the model failed for good: the task ends, the session lives
             yield from self._relay_provider_events()  # the retries that came to nothing
             result, end = {}, failed_event(str(e), handler.current_turn, model_error=True)
-        self.open_turn = self._left_open(result, handler.current_turn)  # journaled with the end
+        # what a question left open keeps, journaled with the end
+        self.open_turn = kept_open(self._open_question(), result, handler.current_turn)
         events = self._emit(self._closing(end))
         # archived before the end is seen: a caller may exit right after it
         self.failures.attempt("archiving the session in L4", archive_to_l4, self.memory,

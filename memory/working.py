@@ -1,7 +1,8 @@
 """The working-memory rules that need no handler: their settings (config ``agent:``), the
 one-line squeeze of a summary, the repeated-call signature, folding older summary lines,
-dropping a line a text template rendered, plan-mode checks and picking an ``ask_user``
-answer. ``ga.GenericAgentHandler`` applies them.
+dropping a line a text template rendered, plan-mode checks, and the ``ask_user`` question a
+conversation ended on, which the next task answers. ``ga.GenericAgentHandler`` and
+``ga.GenericAgent`` apply them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Callable
 
 from agent_loop import json_default
 from llmcore.base import ConfigError, unknown_key
+from llmcore.history import unanswered_call
 from tools.sandbox import SETTINGS as SANDBOX_SETTINGS
 from tools.texts import check_overrides
 
@@ -141,3 +143,42 @@ def pick_answer(text: str, candidates: Any) -> str:
     if pick.isdigit() and isinstance(candidates, list) and 1 <= int(pick) <= len(candidates):
         return str(candidates[int(pick) - 1])
     return text
+
+
+@dataclass
+class OpenQuestion:
+    """The ``ask_user`` call a conversation ended on, unanswered, and what it kept for its
+    answer (the agent's ``open_turn``: ``{call, turn, results}``, the turn it stopped and the
+    results of that turn's other calls): the next task answers it and goes on from there."""
+
+    call: dict
+    kept: dict
+
+    @classmethod
+    def find(cls, history: list[dict], open_turn: dict) -> OpenQuestion | None:
+        asked = unanswered_call(history, "ask_user")
+        if asked is None:
+            return None
+        return cls(asked, open_turn if open_turn.get("call") == asked["id"] else {})
+
+    @property
+    def turn(self) -> int:
+        return self.kept.get("turn", 0)
+
+    def answer(self, text: str) -> str:
+        """The answer ``text`` gives ("2" picks the second candidate)."""
+        return pick_answer(text, (self.call.get("input") or {}).get("candidates"))
+
+    def results(self, message: str) -> list[dict]:
+        """What the answer is sent as: the results of the question's turn, then this call's."""
+        return [*self.kept.get("results", []), {"tool_use_id": self.call["id"],
+                                                "content": message}]
+
+
+def kept_open(asked: OpenQuestion | None, result: dict, turn: int) -> dict:
+    """The ``open_turn`` after a task (``asked``: the question the conversation ends on now):
+    a question it stopped on keeps that turn and the results of its other calls; a failed
+    answer keeps what the question had."""
+    if asked is None or result.get("result") != "EXITED":
+        return asked.kept if asked is not None else {}
+    return {"call": asked.call["id"], "turn": turn, "results": result.get("turn_results") or []}
