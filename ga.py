@@ -31,9 +31,10 @@ from agent_loop import (
     log,
 )
 from llmcore import images as pictures
-from llmcore.base import LLMError, add_cost
+from llmcore.base import LLMError
+from llmcore.events import EventStream
 from llmcore.logs import Failures
-from llmcore.secrets import EnvPolicy, EventRedactor, Redactor
+from llmcore.secrets import EnvPolicy, Redactor
 from memory.archive import Transcript, archive_to_l4, new_session_id
 from memory.prompt import (
     build_system_prompt,
@@ -123,7 +124,7 @@ class GenericAgentHandler(BaseHandler):
         """Before every tool: ask the person when the approval mode says so (SPEC §11)."""
         reply = getattr(response, "content", "") or ""
         refused = yield from self.guard.gate(tool_name, args, call_id, reply,
-                                             waits=self.parent._sink is not None)
+                                             waits=self.parent.events.sink is not None)
         return None if refused is None else StepOutcome(refused, "\n")
 
     def _anchor(self, index: int) -> str:
@@ -550,7 +551,6 @@ class GenericAgent:
         self.max_calls_per_turn = max_calls_per_turn
         self.sandbox = sandbox or Sandbox()  # what the model's actions may write (SPEC §11)
         self.approvals = Approvals(approval)  # when a person is asked first
-        self._redact_events = EventRedactor(self.redactor, STREAMED)
         self.failures = Failures()
         self.memory = MemoryStore(self.home)  # seeded by the first task, not before
         self._seeded = False
@@ -569,17 +569,15 @@ class GenericAgent:
         self.hooks = hooks or Hooks()
         self.history_info: list[str] = []
         self.handler: GenericAgentHandler | None = None
-        # what an open ask_user question keeps for its answer: {call, turn, results} (_left_open)
+        # what an open ask_user question keeps for its answer: {call, turn, results}
         self.open_turn: dict[str, Any] = {}
         self.extrakeyinfo: str | None = None
         self.intervene: str | None = None
         self._turn_end_hooks: dict[str, Any] = {}
-        self.listeners: list[Any] = []
-        self._provider_events: list[dict] = []  # retries and switches, until relayed in order
-        self._sink: Callable[[dict], Any] | None = None  # the worker's queue, while it runs one
         self.session_id = new_session_id()  # a journal, when attached, gives its own
-        self.task_cost: float | None = None  # USD of the running task's requests, when priced
-        self.transcript = Transcript()
+        self.transcript = Transcript()  # what L4 keeps of the session (a new one on restore)
+        self.events = EventStream(self.redactor, STREAMED, self.failures,
+                                  record=lambda event: self.transcript.record(event))
         self.tasks: queue.Queue = queue.Queue()
 
     @property
@@ -589,6 +587,11 @@ class GenericAgent:
     @property
     def disabled_tools(self) -> tuple:
         return tuple(self.unavailable)
+
+    @property
+    def listeners(self) -> list[Callable[[dict], Any]]:
+        """Called with every event of every task, masked (the journal, a budget)."""
+        return self.events.listeners
 
     def tools_schema(self) -> list[dict]:
         """The tools offered to the model now: built-in and plugin tools, then MCP servers'."""
@@ -645,7 +648,7 @@ class GenericAgent:
             if item is None:
                 return
             query, source, images, out = item
-            self._sink = out.put
+            self.events.sink = out.put
             try:
                 for event in self.run_task(query, source, images):
                     out.put(event)
@@ -653,10 +656,10 @@ class GenericAgent:
                 log.error("task crashed: %s: %s", type(e).__name__, e, exc_info=True)
                 turns = getattr(self.handler, "current_turn", 0)
                 end = failed_event(f"{type(e).__name__}: {e}", turns)
-                for event in self._emit(self._closing(end)):
+                for event in self.events.emit(self._closing(end)):
                     out.put(event)
             finally:
-                self._sink = None
+                self.events.sink = None
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="ga-worker", daemon=True)
@@ -696,26 +699,9 @@ class GenericAgent:
                 "history_info": list(self.history_info), "working": working,
                 "open_turn": dict(self.open_turn)}
 
-    def _emit(self, event: dict) -> list[dict]:
-        """Redact ``event``, record it and tell the listeners; returns the event(s) to pass on
-        (streamed text that may begin a secret is held back until the next piece)."""
-        if event.get("type") == "usage":
-            self.task_cost = add_cost(self.task_cost, event.get("cost"))
-        out = self._redact_events(event)
-        for item in out:
-            self.transcript.record(item)
-            for listener in self.listeners:
-                try:
-                    listener(item)
-                except Exception as e:  # a listener (journal, budget) must never end the task
-                    name = getattr(listener, "__qualname__", type(listener).__name__)
-                    self.failures.report(f"listener {name}", e)
-        return out
-
     def _closing(self, end: dict) -> dict:
         """A ``task_end`` event with the session id and, when priced, the task's cost."""
-        cost = {} if self.task_cost is None else {"cost": self.task_cost}
-        return dict(end, session_id=self.session_id, **cost)
+        return self.events.priced(dict(end, session_id=self.session_id))
 
     def _first_message(self, query: str) -> str:
         if len(query) > self.settings.long_prompt_chars:
@@ -766,26 +752,26 @@ class GenericAgent:
         handler = self.handler = self._task_handler(asked)
         handler.disabled_tools = self.disabled_tools
         query, message, answers = self._opening(query, handler, asked)
-        self._provider_events.clear()  # a /model switch between tasks is no restart
-        self.task_cost = None
+        self.events.start()
         shown = {"images": [pictures.meta(b) for b in blocks]} if blocks else {}
-        yield from self._emit({"type": "task_start", "prompt": query, "source": source,
-                               "session_id": self.session_id, "sandbox": self.sandbox.mode,
-                               "approval": self.approvals.mode, **shown})
+        yield from self.events.emit({"type": "task_start", "prompt": query, "source": source,
+                                     "session_id": self.session_id,
+                                     "sandbox": self.sandbox.mode,
+                                     "approval": self.approvals.mode, **shown})
         content = [{"type": "text", "text": message}, *blocks] if blocks else message
         loop = agent_runner_loop(self.llmclient, self.system_prompt(), content, handler,
                                  self._task_tools(), self.max_turns, self.verbose,
                                  max_calls_per_turn=self.max_calls_per_turn,
                                  redact=self.redactor, first_results=answers)
         try:
-            result = yield from self._relay(loop)
+            result = yield from self.events.relay(loop)
             end = task_end_event(result, handler.current_turn)
         except LLMError as e:  # the model failed for good: the task ends, the session lives
-            yield from self._relay_provider_events()  # the retries that came to nothing
+            yield from self.events.flush()  # the retries that came to nothing
             result, end = {}, failed_event(str(e), handler.current_turn, model_error=True)
         # what a question left open keeps, journaled with the end
         self.open_turn = kept_open(self._open_question(), result, handler.current_turn)
-        events = self._emit(self._closing(end))
+        events = self.events.emit(self._closing(end))
         # archived before the end is seen: a caller may exit right after it
         self.failures.attempt("archiving the session in L4", archive_to_l4, self.memory,
                               self.session_id, self.transcript.events, redact=self.redactor)
@@ -798,28 +784,8 @@ class GenericAgent:
 
     def provider_event(self, event: dict) -> None:
         """The client's ``on_event`` (a ``retry``, a ``model_switch``) or a ``notice``, in
-        order among the task's events, after the text of the attempt that a reply restarts:
-        passed on at once when the worker runs the task (a ``Retry-After`` wait may be long),
-        else relayed with the next event."""
-        if self._sink is None:
-            self._provider_events.append(event)
-            return
-        for item in self._emit(event):
-            self._sink(item)
-
-    def _relay(self, loop: Generator) -> Generator[dict, None, dict]:
-        while True:
-            try:
-                event = next(loop)
-            except StopIteration as stop:
-                yield from self._relay_provider_events()
-                return stop.value
-            yield from self._relay_provider_events()
-            yield from self._emit(event)
-
-    def _relay_provider_events(self) -> Generator[dict, None, None]:
-        while self._provider_events:
-            yield from self._emit(self._provider_events.pop(0))
+        order among the task's events (llmcore/events.py)."""
+        self.events.provider_event(event)
 
 
 def failed_event(error: str, turns: int, model_error: bool = False) -> dict:
