@@ -10,7 +10,6 @@ import functools
 import json
 import os
 import queue
-import re
 import sys
 import threading
 import time
@@ -54,7 +53,9 @@ from memory.working import (
     is_code_block_only,
     kept_open,
     plan_open_items,
+    repeat_run,
     squeeze,
+    turn_summary,
 )
 from tools import clip, files, web
 from tools.approval import Approvals, with_escalation
@@ -421,20 +422,9 @@ class GenericAgentHandler(BaseHandler):
         return "\n".join(out) + "\n"
 
     def _summary(self, response: Any, tool_calls: list[dict]) -> tuple[str, bool]:
-        content = getattr(response, "content", "") or ""
-        clean = re.sub(r"```.*?```|<thinking>.*?</thinking>", "", content, flags=re.DOTALL)
-        m = re.search(r"<summary>(.*?)</summary>", clean, re.DOTALL)
-        if m:
-            return squeeze(m.group(1), self.s.summary_chars, self.parent.redactor), True
-        first = tool_calls[0]
-        if clean.strip():
-            text = clean
-        elif first["tool_name"] == "no_tool":
-            text = self.t("answered_directly")
-        else:
-            args = {k: v for k, v in first["args"].items() if not k.startswith("_")}
-            text = f"{first['tool_name']}, args: {json.dumps(args, ensure_ascii=False)}"
-        return squeeze(text, self.s.summary_chars, self.parent.redactor), False
+        text, tagged = turn_summary(getattr(response, "content", "") or "", tool_calls,
+                                    self.t("answered_directly"))
+        return squeeze(text, self.s.summary_chars, self.parent.redactor), tagged
 
     def turn_end_callback(self, response, tool_calls, tool_results, turn, next_prompt,
                           exit_reason) -> str:
@@ -478,13 +468,8 @@ class GenericAgentHandler(BaseHandler):
         return out
 
     def _repeat_guard(self, tool_calls: list[dict]) -> list[str]:
-        sig = call_signature(tool_calls)
-        self._signatures.append(sig)
-        run = 0
-        for past in reversed(self._signatures):
-            if sig is None or past != sig:
-                break
-            run += 1
+        self._signatures.append(call_signature(tool_calls))
+        run = repeat_run(self._signatures)
         name = next((c["tool_name"] for c in tool_calls if c["tool_name"] != "no_tool"), "")
         if run >= self.s.repeat_stop:
             self.exit_request = {"result": "NO_PROGRESS",

@@ -1,5 +1,5 @@
 """The working-memory rules that need no handler: their settings (config ``agent:``), the
-one-line squeeze of a summary, the repeated-call signature, folding older summary lines,
+one-line squeeze of a turn's summary, the repeated-call run, folding older summary lines,
 dropping a line a text template rendered, plan-mode checks, and the ``ask_user`` question a
 conversation ended on, which the next task answers. ``ga.GenericAgentHandler`` and
 ``ga.GenericAgent`` apply them.
@@ -81,6 +81,23 @@ def squeeze(text: str, limit: int, redact: Callable[[str], str] | None = None) -
     return line if len(line) <= limit else line[: limit // 2] + " ... " + line[-limit // 2:]
 
 
+def turn_summary(reply: str, tool_calls: list[dict], directly: str) -> tuple[str, bool]:
+    """What a turn did, for its history line (to be squeezed): the reply's ``<summary>``
+    outside code and thinking, else the reply without them, else its first call
+    (``directly`` when it called none); and whether the reply gave a ``<summary>``."""
+    clean = re.sub(r"```.*?```|<thinking>.*?</thinking>", "", reply, flags=re.DOTALL)
+    m = re.search(r"<summary>(.*?)</summary>", clean, re.DOTALL)
+    if m:
+        return m.group(1), True
+    first = tool_calls[0]
+    if clean.strip():
+        return clean, False
+    if first["tool_name"] == "no_tool":
+        return directly, False
+    args = {k: v for k, v in first["args"].items() if not k.startswith("_")}
+    return f"{first['tool_name']}, args: {json.dumps(args, ensure_ascii=False)}", False
+
+
 def call_signature(tool_calls: list[dict]) -> str | None:
     calls = [c for c in tool_calls if c["tool_name"] != "no_tool"]
     if not calls:
@@ -88,6 +105,18 @@ def call_signature(tool_calls: list[dict]) -> str | None:
     return json.dumps([[c["tool_name"], {k: v for k, v in c["args"].items()
                                           if not k.startswith("_")}] for c in calls],
                       sort_keys=True, ensure_ascii=False, default=json_default)
+
+
+def repeat_run(signatures: list[str | None]) -> int:
+    """How many turns in a row, the last one included, made the same calls with the same
+    arguments (``call_signature``s); 0 when the last one called no tool."""
+    last = signatures[-1] if signatures else None
+    run = 0
+    for past in reversed(signatures):
+        if last is None or past != last:
+            break
+        run += 1
+    return run
 
 
 def fold_earlier(lines: list[str], fallback: str, max_parts: int) -> str:
