@@ -588,7 +588,7 @@ class GenericAgent:
         they are at each request (a ``tools/list_changed`` refreshes them). Under on-request
         approval the model may ask to leave the sandbox (``escalate``)."""
         builtin = tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
-        if self.approvals.mode == "on-request":
+        if self.approvals.may_escalate:
             with_escalation(builtin, self.texts("param_escalate"), self.texts("param_reason"))
         if self.mcp is None:
             return builtin

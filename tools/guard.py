@@ -41,11 +41,6 @@ class Guard:
         self.abort = abort
         self.escalated = False  # the call running now was approved to run outside the sandbox
 
-    @property
-    def may_escalate(self) -> bool:
-        """Whether the model may ask to leave the sandbox (on-request): refusals say how."""
-        return self.approvals.mode == "on-request"
-
     def gate(self, tool: str, args: dict, call_id: str, reply: str,
              waits: bool) -> Generator[dict, None, dict | None]:
         """Before every call: ask the person when the approval mode says so. Returns the
@@ -71,7 +66,8 @@ class Guard:
     def check_write(self, path: Path) -> None:
         """The file tools' rule: refuse a write the sandbox does not allow (ToolError)."""
         if not self.escalated:
-            self.sandbox.check_write(path, self.places(create=False), self.may_escalate)
+            self.sandbox.check_write(path, self.places(create=False),
+                                     self.approvals.may_escalate)
 
     def run_code(self, code: str, kind: str, timeout: int, run_dir: Path,
                  budget: int) -> Generator[str, None, dict]:
@@ -84,5 +80,5 @@ class Guard:
                                      env=jail.env(env, run_temp_dir()) if jail else env,
                                      import_path=[self.memory], redact=self.redact)
         if jail is not None:
-            self.sandbox.annotate(result, jail, places, code, self.may_escalate)
+            self.sandbox.annotate(result, jail, places, code, self.approvals.may_escalate)
         return result
