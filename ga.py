@@ -10,7 +10,6 @@ import functools
 import json
 import os
 import queue
-import re
 import sys
 import threading
 import time
@@ -31,10 +30,10 @@ from agent_loop import (
     log,
 )
 from llmcore import images as pictures
-from llmcore.base import LLMError, add_cost
-from llmcore.history import unanswered_call
+from llmcore.base import LLMError
+from llmcore.events import EventStream
 from llmcore.logs import Failures
-from llmcore.secrets import EnvPolicy, EventRedactor, Redactor
+from llmcore.secrets import EnvPolicy, Redactor
 from memory.archive import Transcript, archive_to_l4, new_session_id
 from memory.prompt import (
     build_system_prompt,
@@ -44,6 +43,7 @@ from memory.prompt import (
 )
 from memory.store import MemoryStore
 from memory.working import (
+    OpenQuestion,
     Settings,
     call_signature,
     claims_completion,
@@ -51,16 +51,19 @@ from memory.working import (
     fold_earlier,
     has_verification,
     is_code_block_only,
-    pick_answer,
+    kept_open,
     plan_open_items,
+    repeat_run,
     squeeze,
+    turn_summary,
 )
 from tools import clip, files, web
-from tools.approval import ApprovalRequest, Approvals, question, with_escalation
-from tools.code_run import code_run, last_code_block
-from tools.fsutil import atomic_write, take_file
+from tools.approval import Approvals, with_escalation
+from tools.code_run import last_code_block
+from tools.fsutil import atomic_write, take_text
+from tools.guard import Guard
 from tools.inline_eval import run_inline
-from tools.sandbox import Sandbox, run_temp_dir
+from tools.sandbox import Sandbox
 from tools.spec import tool, tools_schema
 from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env
 from tools.web import execute, scan
@@ -68,17 +71,8 @@ from tools.web.browser import Browser
 
 CODE_OUTPUT_CHARS = 10_000
 READ_OUTPUT_CHARS = 15_000
-MCP_OUTPUT_CHARS = 10_000  # an MCP tool's result, shared by the calls of one reply
 USER_TOOLS = ("ask_user", "start_long_term_update")
 STREAMED = {"text": "delta", "thinking": "delta", "progress": "text"}  # event type -> its text
-
-
-def consume_file(folder: Path | None, name: str) -> str | None:
-    """A task-dir control file's text, consumed; None when absent or blank."""
-    if not folder:
-        return None
-    text = (take_file(Path(folder) / name) or "").strip()
-    return text or None
 
 
 class GenericAgentHandler(BaseHandler):
@@ -98,6 +92,9 @@ class GenericAgentHandler(BaseHandler):
         self._bad_replies: list[str] = []  # why the replies in the current run were unusable
         self._checkpointed = False
         self._signatures: list[str | None] = []
+        self.guard = Guard(parent.sandbox, parent.approvals, self.cwd, self.memory.dir,
+                           resolve=self.resolve, env=parent.env_policy, redact=parent.redactor,
+                           abort=self.abort_event)  # the task's sandbox and approval
 
     @property
     def session_id(self) -> str:
@@ -117,59 +114,19 @@ class GenericAgentHandler(BaseHandler):
         return functools.partial(self._mcp_call, name[3:])
 
     def _mcp_call(self, name: str, args: dict, response: Any = None):
-        arguments = {k: v for k, v in args.items() if k not in ("_index", "_tool_num")}
-        yield f"[Action] Calling MCP tool {name}\n"
-        data, images = self.parent.mcp.call(
-            name, arguments, vision=getattr(self.parent.llmclient, "vision", True),
-            budget=MCP_OUTPUT_CHARS // max(args.get("_tool_num", 1), 1))
+        vision = getattr(self.parent.llmclient, "vision", True)
+        data, images = yield from self.parent.mcp.run(name, args, vision)
         return StepOutcome(data, next_prompt=self._anchor(args.get("_index", 0)), images=images)
 
     def resolve(self, path: str) -> Path:
         return Path(os.path.abspath(os.path.join(self.cwd, os.path.expanduser(path))))
 
-    # ---- approval and sandbox (SPEC §11) -----------------------------------------------
-    escalated = False  # the call running now was approved to run outside the sandbox
-
     def gate(self, tool_name: str, args: dict, response: Any, call_id: str = ""):
-        """Before every tool: ask the person when the approval mode says so."""
-        agent, reply = self.parent, getattr(response, "content", "") or ""
-
-        def ask(why: str, reason: str) -> ApprovalRequest:
-            return question(
-                tool_name, args, call_id, why, reason, reply=reply, resolve=self.resolve,
-                js=lambda script: execute.resolve_script(script, reply, self.cwd),
-                redact=agent.redactor)
-
-        verdict = yield from agent.approvals.gate(
-            tool_name, args, call_id, confining=agent.sandbox.confining,
-            sandbox=agent.sandbox.mode, ask=ask, reply=reply, abort=self.abort_event,
-            waits=agent._sink is not None)
-        self.escalated = verdict.escalated
-        return None if verdict.outcome is None else StepOutcome(verdict.outcome, "\n")
-
-    def places(self, create: bool = True) -> tuple[Path, ...]:
-        """Where this task may write (the sandbox's writable folders)."""
-        return self.parent.sandbox.places(self.cwd, self.memory.dir, create)
-
-    def check_write(self, path: Path) -> None:
-        """The file tools' rule: refuse a write the sandbox does not allow (ToolError)."""
-        if not self.escalated:
-            self.parent.sandbox.check_write(path, self.places(create=False),
-                                            self.parent.approvals.mode == "on-request")
-
-    def _run_code(self, code: str, kind: str, timeout: int, run_dir: Path, budget: int):
-        """code_run's child, confined by the sandbox unless this call was escalated."""
-        sandbox, places = self.parent.sandbox, self.places()
-        jail = None if self.escalated else sandbox.confinement(places)
-        env = self.parent.env_policy.child_env()
-        result = yield from code_run(code, kind, timeout, cwd=run_dir, abort=self.abort_event,
-                                     max_output=budget, confine=jail,
-                                     env=jail.env(env, run_temp_dir()) if jail else env,
-                                     import_path=[self.memory.dir], redact=self.parent.redactor)
-        if jail is not None:
-            sandbox.annotate(result, jail, places, code,
-                             self.parent.approvals.mode == "on-request")
-        return result
+        """Before every tool: ask the person when the approval mode says so (SPEC §11)."""
+        reply = getattr(response, "content", "") or ""
+        refused = yield from self.guard.gate(tool_name, args, call_id, reply,
+                                             waits=self.parent.events.sink is not None)
+        return None if refused is None else StepOutcome(refused, "\n")
 
     def _anchor(self, index: int) -> str:
         return self._get_anchor_prompt(skip=index > 0)
@@ -203,7 +160,7 @@ class GenericAgentHandler(BaseHandler):
             result = self._inline_eval(code, run_dir, timeout, budget)
         else:
             yield f"[Action] Running {type} in {run_dir.name or run_dir}: {shown}\n"
-            result = yield from self._run_code(code, type, timeout, run_dir, budget)
+            result = yield from self.guard.run_code(code, type, timeout, run_dir, budget)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     def _inline_eval(self, code: str, run_dir: Path, timeout: int, budget: int) -> dict:
@@ -266,7 +223,7 @@ class GenericAgentHandler(BaseHandler):
         """
         files.refuse_folder_path(path)
         p = self.resolve(path)
-        self.check_write(p)
+        self.guard.check_write(p)
         action = "Create" if mode == "overwrite" and not p.exists() else mode.capitalize()
         yield f"[Action] {action} file: {path}\n"
         body = content or files.content_from_reply(getattr(response, "content", "") or "")
@@ -286,7 +243,7 @@ class GenericAgentHandler(BaseHandler):
             new_content: Replacement; {{file:path:start:end}} inserts those lines of a file.
         """
         p = self.resolve(path)
-        self.check_write(p)
+        self.guard.check_write(p)
         yield f"[Action] Patching file: {path}\n"
         result = files.file_patch(p, old_content, files.expand_file_refs(new_content, self.cwd),
                                   abort=self.abort_event, base=self.cwd)
@@ -343,7 +300,7 @@ class GenericAgentHandler(BaseHandler):
                                next_prompt="\n")
         save_to = self.resolve(save_to_file) if save_to_file else None
         if save_to is not None:
-            self.check_write(save_to)
+            self.guard.check_write(save_to)
         shown = squeeze(code, 60, self.parent.redactor)
         yield f"[Action] Running JavaScript in the browser: {shown}\n"
         result = execute.web_execute_js(
@@ -465,20 +422,9 @@ class GenericAgentHandler(BaseHandler):
         return "\n".join(out) + "\n"
 
     def _summary(self, response: Any, tool_calls: list[dict]) -> tuple[str, bool]:
-        content = getattr(response, "content", "") or ""
-        clean = re.sub(r"```.*?```|<thinking>.*?</thinking>", "", content, flags=re.DOTALL)
-        m = re.search(r"<summary>(.*?)</summary>", clean, re.DOTALL)
-        if m:
-            return squeeze(m.group(1), self.s.summary_chars, self.parent.redactor), True
-        first = tool_calls[0]
-        if clean.strip():
-            text = clean
-        elif first["tool_name"] == "no_tool":
-            text = self.t("answered_directly")
-        else:
-            args = {k: v for k, v in first["args"].items() if not k.startswith("_")}
-            text = f"{first['tool_name']}, args: {json.dumps(args, ensure_ascii=False)}"
-        return squeeze(text, self.s.summary_chars, self.parent.redactor), False
+        text, tagged = turn_summary(getattr(response, "content", "") or "", tool_calls,
+                                    self.t("answered_directly"))
+        return squeeze(text, self.s.summary_chars, self.parent.redactor), tagged
 
     def turn_end_callback(self, response, tool_calls, tool_results, turn, next_prompt,
                           exit_reason) -> str:
@@ -522,13 +468,8 @@ class GenericAgentHandler(BaseHandler):
         return out
 
     def _repeat_guard(self, tool_calls: list[dict]) -> list[str]:
-        sig = call_signature(tool_calls)
-        self._signatures.append(sig)
-        run = 0
-        for past in reversed(self._signatures):
-            if sig is None or past != sig:
-                break
-            run += 1
+        self._signatures.append(call_signature(tool_calls))
+        run = repeat_run(self._signatures)
         name = next((c["tool_name"] for c in tool_calls if c["tool_name"] != "no_tool"), "")
         if run >= self.s.repeat_stop:
             self.exit_request = {"result": "NO_PROGRESS",
@@ -543,8 +484,8 @@ class GenericAgentHandler(BaseHandler):
 
     def _master_injection(self) -> list[str]:
         agent = self.parent
-        keyinfo = agent.extrakeyinfo or consume_file(agent.task_dir, "_keyinfo")
-        intervene = agent.intervene or consume_file(agent.task_dir, "_intervene")
+        keyinfo = agent.extrakeyinfo or take_text(agent.task_dir, "_keyinfo")
+        intervene = agent.intervene or take_text(agent.task_dir, "_intervene")
         agent.extrakeyinfo = agent.intervene = None
         if keyinfo:
             master = self.t("master", text=keyinfo)
@@ -595,7 +536,6 @@ class GenericAgent:
         self.max_calls_per_turn = max_calls_per_turn
         self.sandbox = sandbox or Sandbox()  # what the model's actions may write (SPEC §11)
         self.approvals = Approvals(approval)  # when a person is asked first
-        self._redact_events = EventRedactor(self.redactor, STREAMED)
         self.failures = Failures()
         self.memory = MemoryStore(self.home)  # seeded by the first task, not before
         self._seeded = False
@@ -614,17 +554,15 @@ class GenericAgent:
         self.hooks = hooks or Hooks()
         self.history_info: list[str] = []
         self.handler: GenericAgentHandler | None = None
-        # what an open ask_user question keeps for its answer: {call, turn, results} (_left_open)
+        # what an open ask_user question keeps for its answer: {call, turn, results}
         self.open_turn: dict[str, Any] = {}
         self.extrakeyinfo: str | None = None
         self.intervene: str | None = None
         self._turn_end_hooks: dict[str, Any] = {}
-        self.listeners: list[Any] = []
-        self._provider_events: list[dict] = []  # retries and switches, until relayed in order
-        self._sink: Callable[[dict], Any] | None = None  # the worker's queue, while it runs one
         self.session_id = new_session_id()  # a journal, when attached, gives its own
-        self.task_cost: float | None = None  # USD of the running task's requests, when priced
-        self.transcript = Transcript()
+        self.transcript = Transcript()  # what L4 keeps of the session (a new one on restore)
+        self.events = EventStream(self.redactor, STREAMED, self.failures,
+                                  record=lambda event: self.transcript.record(event))
         self.tasks: queue.Queue = queue.Queue()
 
     @property
@@ -634,6 +572,11 @@ class GenericAgent:
     @property
     def disabled_tools(self) -> tuple:
         return tuple(self.unavailable)
+
+    @property
+    def listeners(self) -> list[Callable[[dict], Any]]:
+        """Called with every event of every task, masked (the journal, a budget)."""
+        return self.events.listeners
 
     def tools_schema(self) -> list[dict]:
         """The tools offered to the model now: built-in and plugin tools, then MCP servers'."""
@@ -645,7 +588,7 @@ class GenericAgent:
         they are at each request (a ``tools/list_changed`` refreshes them). Under on-request
         approval the model may ask to leave the sandbox (``escalate``)."""
         builtin = tools_schema(self.handler_cls, self.lang, self.disabled_tools, TOOL_TEXT_ZH)
-        if self.approvals.mode == "on-request":
+        if self.approvals.may_escalate:
             with_escalation(builtin, self.texts("param_escalate"), self.texts("param_reason"))
         if self.mcp is None:
             return builtin
@@ -690,7 +633,7 @@ class GenericAgent:
             if item is None:
                 return
             query, source, images, out = item
-            self._sink = out.put
+            self.events.sink = out.put
             try:
                 for event in self.run_task(query, source, images):
                     out.put(event)
@@ -698,10 +641,10 @@ class GenericAgent:
                 log.error("task crashed: %s: %s", type(e).__name__, e, exc_info=True)
                 turns = getattr(self.handler, "current_turn", 0)
                 end = failed_event(f"{type(e).__name__}: {e}", turns)
-                for event in self._emit(self._closing(end)):
+                for event in self.events.emit(self._closing(end)):
                     out.put(event)
             finally:
-                self._sink = None
+                self.events.sink = None
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="ga-worker", daemon=True)
@@ -741,26 +684,9 @@ class GenericAgent:
                 "history_info": list(self.history_info), "working": working,
                 "open_turn": dict(self.open_turn)}
 
-    def _emit(self, event: dict) -> list[dict]:
-        """Redact ``event``, record it and tell the listeners; returns the event(s) to pass on
-        (streamed text that may begin a secret is held back until the next piece)."""
-        if event.get("type") == "usage":
-            self.task_cost = add_cost(self.task_cost, event.get("cost"))
-        out = self._redact_events(event)
-        for item in out:
-            self.transcript.record(item)
-            for listener in self.listeners:
-                try:
-                    listener(item)
-                except Exception as e:  # a listener (journal, budget) must never end the task
-                    name = getattr(listener, "__qualname__", type(listener).__name__)
-                    self.failures.report(f"listener {name}", e)
-        return out
-
     def _closing(self, end: dict) -> dict:
         """A ``task_end`` event with the session id and, when priced, the task's cost."""
-        cost = {} if self.task_cost is None else {"cost": self.task_cost}
-        return dict(end, session_id=self.session_id, **cost)
+        return self.events.priced(dict(end, session_id=self.session_id))
 
     def _first_message(self, query: str) -> str:
         if len(query) > self.settings.long_prompt_chars:
@@ -772,46 +698,31 @@ class GenericAgent:
                                    path=path)
         return query
 
-    def _open_question(self) -> tuple[dict | None, dict]:
-        """The ``ask_user`` call the conversation ended on, unanswered (else None), and what
-        it kept for its answer (``_left_open``)."""
-        asked = unanswered_call(getattr(self.llmclient, "history", None) or [], "ask_user")
-        if asked is None or self.open_turn.get("call") != asked["id"]:
-            return asked, {}
-        return asked, self.open_turn
+    def _open_question(self) -> OpenQuestion | None:
+        return OpenQuestion.find(getattr(self.llmclient, "history", None) or [], self.open_turn)
 
-    def _left_open(self, result: dict, turn: int) -> dict:
-        """What a question left open keeps for its answer: the turn it stopped and the
-        results of that turn's other calls. A failed answer keeps what the question had."""
-        asked, kept = self._open_question()
-        if asked is None or result.get("result") != "EXITED":
-            return kept
-        return {"call": asked["id"], "turn": turn, "results": result.get("turn_results") or []}
-
-    def _task_handler(self, asked: dict | None, kept: dict) -> GenericAgentHandler:
+    def _task_handler(self, asked: OpenQuestion | None) -> GenericAgentHandler:
         """An answer to an open question continues the task that asked it (its memory and
         turn count as they were); a new task inherits from the task before (§3)."""
         handler = self.handler_cls(self, self.cwd)
         if asked is not None:
             handler.working = dict(self.handler.working) if self.handler is not None else {}
-            handler.current_turn = kept.get("turn", 0)
+            handler.current_turn = asked.turn
         elif self.handler is not None:
             handler.inherit(self.handler)
         return handler
 
-    def _opening(self, query: str, handler: GenericAgentHandler, asked: dict | None,
-                 kept: dict) -> tuple[str, str, list[dict]]:
+    def _opening(self, query: str, handler: GenericAgentHandler,
+                 asked: OpenQuestion | None) -> tuple[str, str, list[dict]]:
         """The task's text, first message and the tool results sent with it: a task that
-        starts on an open ``ask_user`` question answers it, as that call's result ("2"
-        picks the second candidate), sent with the results of that turn's other calls."""
-        if asked is not None:
-            query = pick_answer(query, (asked.get("input") or {}).get("candidates"))
+        starts on an open ``ask_user`` question answers it, as that call's result, sent with
+        the results of that turn's other calls."""
+        query = asked.answer(query) if asked is not None else query
         self.history_info.append(self.texts("user_line", text=squeeze(query, 200, self.redactor)))
         message = self._first_message(query)
         answers = []
         if asked is not None:
-            answer = {"tool_use_id": asked["id"], "content": message}
-            answers, message = [*kept.get("results", []), answer], ""
+            answers, message = asked.results(message), ""
         if handler.working.get("key_info"):
             anchor = handler._get_anchor_prompt(opening=True)
             message = f"{message}\n{anchor}" if message else anchor.lstrip("\n")
@@ -822,29 +733,30 @@ class GenericAgent:
         """Run one task to its end, yielding events; returns the ``task_end`` event.
         ``images`` (paths, bytes or image blocks) go with the task as image content."""
         blocks = pictures.for_model(images, self.llmclient)
-        asked, kept = self._open_question()
-        handler = self.handler = self._task_handler(asked, kept)
+        asked = self._open_question()
+        handler = self.handler = self._task_handler(asked)
         handler.disabled_tools = self.disabled_tools
-        query, message, answers = self._opening(query, handler, asked, kept)
-        self._provider_events.clear()  # a /model switch between tasks is no restart
-        self.task_cost = None
+        query, message, answers = self._opening(query, handler, asked)
+        self.events.start()
         shown = {"images": [pictures.meta(b) for b in blocks]} if blocks else {}
-        yield from self._emit({"type": "task_start", "prompt": query, "source": source,
-                               "session_id": self.session_id, "sandbox": self.sandbox.mode,
-                               "approval": self.approvals.mode, **shown})
+        yield from self.events.emit({"type": "task_start", "prompt": query, "source": source,
+                                     "session_id": self.session_id,
+                                     "sandbox": self.sandbox.mode,
+                                     "approval": self.approvals.mode, **shown})
         content = [{"type": "text", "text": message}, *blocks] if blocks else message
         loop = agent_runner_loop(self.llmclient, self.system_prompt(), content, handler,
                                  self._task_tools(), self.max_turns, self.verbose,
                                  max_calls_per_turn=self.max_calls_per_turn,
                                  redact=self.redactor, first_results=answers)
         try:
-            result = yield from self._relay(loop)
+            result = yield from self.events.relay(loop)
             end = task_end_event(result, handler.current_turn)
         except LLMError as e:  # the model failed for good: the task ends, the session lives
-            yield from self._relay_provider_events()  # the retries that came to nothing
+            yield from self.events.flush()  # the retries that came to nothing
             result, end = {}, failed_event(str(e), handler.current_turn, model_error=True)
-        self.open_turn = self._left_open(result, handler.current_turn)  # journaled with the end
-        events = self._emit(self._closing(end))
+        # what a question left open keeps, journaled with the end
+        self.open_turn = kept_open(self._open_question(), result, handler.current_turn)
+        events = self.events.emit(self._closing(end))
         # archived before the end is seen: a caller may exit right after it
         self.failures.attempt("archiving the session in L4", archive_to_l4, self.memory,
                               self.session_id, self.transcript.events, redact=self.redactor)
@@ -857,28 +769,8 @@ class GenericAgent:
 
     def provider_event(self, event: dict) -> None:
         """The client's ``on_event`` (a ``retry``, a ``model_switch``) or a ``notice``, in
-        order among the task's events, after the text of the attempt that a reply restarts:
-        passed on at once when the worker runs the task (a ``Retry-After`` wait may be long),
-        else relayed with the next event."""
-        if self._sink is None:
-            self._provider_events.append(event)
-            return
-        for item in self._emit(event):
-            self._sink(item)
-
-    def _relay(self, loop: Generator) -> Generator[dict, None, dict]:
-        while True:
-            try:
-                event = next(loop)
-            except StopIteration as stop:
-                yield from self._relay_provider_events()
-                return stop.value
-            yield from self._relay_provider_events()
-            yield from self._emit(event)
-
-    def _relay_provider_events(self) -> Generator[dict, None, None]:
-        while self._provider_events:
-            yield from self._emit(self._provider_events.pop(0))
+        order among the task's events (llmcore/events.py)."""
+        self.events.provider_event(event)
 
 
 def failed_event(error: str, turns: int, model_error: bool = False) -> dict:

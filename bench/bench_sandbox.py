@@ -16,6 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_code_run import drain  # noqa: E402
+
 from tools import landlock  # noqa: E402
 from tools.code_run import code_run  # noqa: E402
 from tools.sandbox import Confinement, bwrap_works, run_temp_dir  # noqa: E402
@@ -23,14 +25,6 @@ from tools.sandbox import Confinement, bwrap_works, run_temp_dir  # noqa: E402
 DEFAULT_RUNS = 30
 TARGET_RATIO = 1.25
 CODE = {"python": ("print(1)", "1\n"), "bash": ("echo 1", "1\n")}
-
-
-def drain(gen) -> dict:
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            return stop.value
 
 
 def run(kind: str, jail: Confinement | None, folder: str) -> None:

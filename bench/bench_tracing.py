@@ -27,29 +27,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_loop import NoopHandler  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
 
-from agent_loop import StepOutcome  # noqa: E402
 from frontends.spans import Tracer  # noqa: E402
-from ga import GenericAgent, GenericAgentHandler  # noqa: E402
+from ga import GenericAgent  # noqa: E402
 from llmcore.scripted import ScriptedClient  # noqa: E402
-from tools.spec import tool  # noqa: E402
 
 TARGET_TURN_MS = 0.5
 TARGET_EXIT_S = 2.0
-
-
-class NoopHandler(GenericAgentHandler):
-    @tool
-    def do_noop(self, n: int, *, _index: int = 0):
-        """Do nothing.
-
-        Args:
-            n: A counter.
-        """
-        return StepOutcome({"ok": n}, next_prompt=self._anchor(_index))
 
 
 def script(turns: int) -> list[dict]:

@@ -237,9 +237,9 @@ class Session:
                     tick()
                 if self._worker is None or self._worker.is_alive() or not events.empty():
                     continue
-                event = {"type": "task_end", "result": "FAILED", "turns": 0,
-                         "text": WORKER_GONE, "error": WORKER_GONE, "model_error": False,
-                         "session_id": self.id}
+                from ga import failed_event
+
+                event = dict(failed_event(WORKER_GONE, 0), session_id=self.id)
             try:
                 render(event)
             except OSError as e:  # the console is gone: a terminal that hung up ends ga

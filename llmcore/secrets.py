@@ -191,14 +191,7 @@ class Redactor:
         page's text with a margin kept past a cut at ``at``): masked, then cut. A part of a
         secret that may go on past the end of ``text`` is left out, as a stream holds it."""
         found = list(self._re.finditer(text)) if self.may_hold_secret(text) else []
-        stop = self._undecided(text, 0, found)
-        pieces, pos = [], 0  # text and MASK in turn
-        for m in found:
-            if m.start() >= stop:
-                break
-            pieces += [text[pos:m.start()], MASK]
-            pos = m.end()
-        pieces.append(text[pos:stop])
+        pieces = _masked(text, 0, self._undecided(text, 0, found), found)
         shown, size = [], 0
         for i, piece in enumerate(pieces):
             if size >= at:
@@ -267,13 +260,7 @@ class StreamRedactor:
         found = (list(self.redactor._re.finditer(ctx, base))
                  if self.redactor.may_hold_secret(ctx) else [])
         cut = self._cut_short(ctx, base, found) if final else self._open_from(ctx, base, found)
-        shown, pos = [], base
-        for m in found:
-            if m.start() >= cut:
-                break
-            shown += [ctx[pos:m.start()], MASK]
-            pos = m.end()
-        shown.append(ctx[pos:cut])
+        shown = _masked(ctx, base, cut, found)
         last = found[-1] if found else None
         if last and last.lastgroup == "shape" and last.span() == (cut, end) and \
                 self.redactor._known_from(ctx, cut, cut + 1, found) == end:
@@ -312,6 +299,19 @@ def _userinfo_from(ctx: str, base: int) -> int:
         if ctx.endswith(tail) and end - len(tail) >= base:
             return end - len(tail)
     return end
+
+
+def _masked(text: str, start: int, stop: int, found: list[re.Match]) -> list[str]:
+    """``text[start:stop]`` as pieces, text and MASK in turn: each of ``found``'s matches
+    that begins before ``stop`` masked whole."""
+    pieces, pos = [], start
+    for m in found:
+        if m.start() >= stop:
+            break
+        pieces += [text[pos:m.start()], MASK]
+        pos = m.end()
+    pieces.append(text[pos:stop])
+    return pieces
 
 
 def _inside(pos: int, found: list[re.Match]) -> bool:

@@ -1,7 +1,8 @@
 """The working-memory rules that need no handler: their settings (config ``agent:``), the
-one-line squeeze of a summary, the repeated-call signature, folding older summary lines,
-dropping a line a text template rendered, plan-mode checks and picking an ``ask_user``
-answer. ``ga.GenericAgentHandler`` applies them.
+one-line squeeze of a turn's summary, the repeated-call run, folding older summary lines,
+dropping a line a text template rendered, plan-mode checks, and the ``ask_user`` question a
+conversation ended on, which the next task answers. ``ga.GenericAgentHandler`` and
+``ga.GenericAgent`` apply them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Callable
 
 from agent_loop import json_default
 from llmcore.base import ConfigError, unknown_key
+from llmcore.history import unanswered_call
 from tools.sandbox import SETTINGS as SANDBOX_SETTINGS
 from tools.texts import check_overrides
 
@@ -79,6 +81,23 @@ def squeeze(text: str, limit: int, redact: Callable[[str], str] | None = None) -
     return line if len(line) <= limit else line[: limit // 2] + " ... " + line[-limit // 2:]
 
 
+def turn_summary(reply: str, tool_calls: list[dict], directly: str) -> tuple[str, bool]:
+    """What a turn did, for its history line (to be squeezed): the reply's ``<summary>``
+    outside code and thinking, else the reply without them, else its first call
+    (``directly`` when it called none); and whether the reply gave a ``<summary>``."""
+    clean = re.sub(r"```.*?```|<thinking>.*?</thinking>", "", reply, flags=re.DOTALL)
+    m = re.search(r"<summary>(.*?)</summary>", clean, re.DOTALL)
+    if m:
+        return m.group(1), True
+    first = tool_calls[0]
+    if clean.strip():
+        return clean, False
+    if first["tool_name"] == "no_tool":
+        return directly, False
+    args = {k: v for k, v in first["args"].items() if not k.startswith("_")}
+    return f"{first['tool_name']}, args: {json.dumps(args, ensure_ascii=False)}", False
+
+
 def call_signature(tool_calls: list[dict]) -> str | None:
     calls = [c for c in tool_calls if c["tool_name"] != "no_tool"]
     if not calls:
@@ -86,6 +105,18 @@ def call_signature(tool_calls: list[dict]) -> str | None:
     return json.dumps([[c["tool_name"], {k: v for k, v in c["args"].items()
                                           if not k.startswith("_")}] for c in calls],
                       sort_keys=True, ensure_ascii=False, default=json_default)
+
+
+def repeat_run(signatures: list[str | None]) -> int:
+    """How many turns in a row, the last one included, made the same calls with the same
+    arguments (``call_signature``s); 0 when the last one called no tool."""
+    last = signatures[-1] if signatures else None
+    run = 0
+    for past in reversed(signatures):
+        if last is None or past != last:
+            break
+        run += 1
+    return run
 
 
 def fold_earlier(lines: list[str], fallback: str, max_parts: int) -> str:
@@ -141,3 +172,42 @@ def pick_answer(text: str, candidates: Any) -> str:
     if pick.isdigit() and isinstance(candidates, list) and 1 <= int(pick) <= len(candidates):
         return str(candidates[int(pick) - 1])
     return text
+
+
+@dataclass
+class OpenQuestion:
+    """The ``ask_user`` call a conversation ended on, unanswered, and what it kept for its
+    answer (the agent's ``open_turn``: ``{call, turn, results}``, the turn it stopped and the
+    results of that turn's other calls): the next task answers it and goes on from there."""
+
+    call: dict
+    kept: dict
+
+    @classmethod
+    def find(cls, history: list[dict], open_turn: dict) -> OpenQuestion | None:
+        asked = unanswered_call(history, "ask_user")
+        if asked is None:
+            return None
+        return cls(asked, open_turn if open_turn.get("call") == asked["id"] else {})
+
+    @property
+    def turn(self) -> int:
+        return self.kept.get("turn", 0)
+
+    def answer(self, text: str) -> str:
+        """The answer ``text`` gives ("2" picks the second candidate)."""
+        return pick_answer(text, (self.call.get("input") or {}).get("candidates"))
+
+    def results(self, message: str) -> list[dict]:
+        """What the answer is sent as: the results of the question's turn, then this call's."""
+        return [*self.kept.get("results", []), {"tool_use_id": self.call["id"],
+                                                "content": message}]
+
+
+def kept_open(asked: OpenQuestion | None, result: dict, turn: int) -> dict:
+    """The ``open_turn`` after a task (``asked``: the question the conversation ends on now):
+    a question it stopped on keeps that turn and the results of its other calls; a failed
+    answer keeps what the question had."""
+    if asked is None or result.get("result") != "EXITED":
+        return asked.kept if asked is not None else {}
+    return {"call": asked.call["id"], "turn": turn, "results": result.get("turn_results") or []}

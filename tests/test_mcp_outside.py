@@ -12,10 +12,11 @@ import yaml
 from mcp_site import ESCAPES, LEAKED_KEY, hostile_site
 
 from frontends.cli import main
-from ga import MCP_OUTPUT_CHARS, GenericAgent
+from ga import GenericAgent
 from llmcore.scripted import ScriptedClient
 from llmcore.secrets import Redactor
 from tools.mcp import open_hub, parse_server
+from tools.mcp.hub import OUTPUT_CHARS
 
 __all__ = ["hostile_site"]  # fixtures
 RAW = ("\x1b", "\x07", "\u009b")  # none may reach a terminal
@@ -49,7 +50,7 @@ def test_mcp_tool_texts_reach_the_model_neutralised_and_masked(home, hostile_sit
 
 
 def test_an_mcp_result_is_masked_before_it_is_cut_and_in_dict_keys(home, hostile_site):
-    pad = MCP_OUTPUT_CHARS // 2 - 10  # the key across the head's cut
+    pad = OUTPUT_CHARS // 2 - 10  # the key across the head's cut
     agent = hostile_agent(home, hostile_site, [
         {"tool_calls": [{"name": "mcp__evil__across", "args": {"pad": pad}}]},
         {"tool_calls": [{"name": "mcp__evil__keyed", "args": {}}]}, {"text": "done"}])

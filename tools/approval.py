@@ -155,6 +155,11 @@ class Approvals:
         self.granted: set[str] = set()  # question keys answered "always"
         self.pending: ApprovalRequest | None = None
 
+    @property
+    def may_escalate(self) -> bool:
+        """Whether the model may ask to run a call outside the sandbox (on-request)."""
+        return self.mode == "on-request"
+
     def plan(self, tool: str, args: dict, escalate: bool, confining: bool,
              reply: str) -> str | None:
         """Why this call needs the person (``inline_eval``, ``always``, ``escalate``); None
@@ -163,7 +168,7 @@ class Approvals:
             return "inline_eval"
         if self.mode == "always" and tool not in READ_TOOLS:
             return "always"
-        if self.mode == "on-request" and escalate:
+        if self.may_escalate and escalate:
             return "escalate"
         return None
 
@@ -179,7 +184,7 @@ class Approvals:
         """Decide on one call; yields the question and the decision as events. ``ask(why,
         reason)`` builds the question; ``waits``: someone else answers it (wait for them)."""
         escalate, reason = take_escalation(tool, args)
-        escalate = escalate and self.mode == "on-request"
+        escalate = escalate and self.may_escalate
         why = self.plan(tool, args, escalate, confining, reply)
         if why is None:
             return Verdict()

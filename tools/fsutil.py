@@ -245,6 +245,15 @@ def take_file(path: Path) -> str | None:
     return text
 
 
+def take_text(folder: Path | None, name: str) -> str | None:
+    """The text of control file ``name`` in ``folder`` (a task dir), consumed; None when
+    there is no folder, no such file or only blanks in it."""
+    if not folder:
+        return None
+    text = (take_file(Path(folder) / name) or "").strip()
+    return text or None
+
+
 @contextlib.contextmanager
 def file_lock(path: str | Path) -> Iterator[None]:
     """Hold an exclusive lock for a read-modify-write of ``path``, across threads and processes.

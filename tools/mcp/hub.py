@@ -16,7 +16,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Generator, Iterable
 
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
@@ -39,6 +39,8 @@ DESCRIPTION_MAX = 1000
 UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # characters the providers refuse in a tool name
 START_MARGIN_SECONDS = 5.0  # past startup_timeout_sec: a start stuck beyond its own timeout
 CLOSE_SECONDS = 5.0  # how long closing waits for the servers to end
+OUTPUT_CHARS = 10_000  # a result's budget (ga mcp call's), shared by the calls of one reply
+RUNTIME_ARGS = ("_index", "_tool_num")  # dispatch's own arguments: never sent to a server
 
 
 @dataclass(frozen=True)
@@ -183,8 +185,17 @@ class McpHub:
         return "ready" if conn.alive() else f"stopped: {conn.gone or 'its process has exited'}"
 
     # ---- calls -------------------------------------------------------------------------
+    def run(self, name: str, args: dict,
+            vision: bool = True) -> Generator[str, None, tuple[Any, list[dict]]]:
+        """``name`` called as one of the model's tools: a progress line, then (data, image
+        blocks), the calls of one reply sharing the budget."""
+        arguments = {k: v for k, v in args.items() if k not in RUNTIME_ARGS}
+        yield f"[Action] Calling MCP tool {name}\n"
+        return self.call(name, arguments, vision,
+                         OUTPUT_CHARS // max(args.get("_tool_num", 1), 1))
+
     def call(self, name: str, arguments: dict, vision: bool = True,
-             budget: int = 10_000) -> tuple[Any, list[dict]]:
+             budget: int = OUTPUT_CHARS) -> tuple[Any, list[dict]]:
         """Call the offered tool ``name``: (data, image blocks) for the model; any failure
         is an error result, never an exception."""
         tool = self.tool(name)
