@@ -1,6 +1,9 @@
 """Front ends: the command line, the REPL, task and batch modes, the editor protocol."""
 
+from functools import lru_cache
 
+
+@lru_cache(maxsize=1)
 def version() -> str:
     """The installed package's version (``ga --version``, ACP ``agentInfo``)."""
     from importlib.metadata import PackageNotFoundError

@@ -247,7 +247,9 @@ def load_config(path: Path, *, required: bool) -> Config:
             raise ConfigError(spath, None, "config file not found")
         return Config(path=None)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        # libyaml's loader when PyYAML has it: the same safe parse, ≈ 10× faster per session
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {}
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(spath, None, f"cannot read config: {e}") from None
     except yaml.YAMLError as e:
