@@ -1,12 +1,13 @@
 """The local pool of ``ga batch`` (SPEC §14): worker processes, one task each at a time.
 
-Each worker is a Python process that imports the runtime once and then runs the tasks the
-driver sends it, one after another (``batch_task.run_task``). It talks to the driver in JSON
-lines: tasks, request grants and aborts on its stdin; ``started``, ``usage``, ``request``
-and ``result`` on its stdout (the protocol keeps the original fd 1; prints and children
-write elsewhere). A worker leads its own session, tied to the driver's runtime
-(``tools.procs``): whatever ends the driver, SIGKILL included, ends the workers and what
-they started, and Ctrl-C on a terminal reaches only the driver, which aborts the tasks.
+Each worker is a Python process that has the runtime imported (forked from one warm process,
+``batch_fork``) and runs the tasks the driver sends it, one after another
+(``batch_task.run_task``). It talks to the driver in JSON lines: tasks, request grants and
+aborts on its stdin; ``started``, ``usage``, ``request`` and ``result`` on its stdout (the
+protocol keeps the original fd 1; prints and children write elsewhere). A worker leads its
+own session, tied to the driver's runtime (``tools.procs``): whatever ends the driver,
+SIGKILL included, ends the workers and what they started, and Ctrl-C on a terminal reaches
+only the driver, which aborts the tasks.
 
 A worker that dies costs the task it ran (``failed``) and is replaced. Every model request a
 task makes first asks the driver (``--rpm``): one ``RequestCap`` serves the whole batch.
@@ -21,20 +22,22 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from tools.procs import end_group, popen_tied, release
+from tools.procs import end_group, release
+
+from .batch_fork import Starter
 
 RPM_WINDOW_SECONDS = 60.0  # --rpm counts the requests started in any window this long
 WORKER_EXIT_SECONDS = 2.0  # a closed worker ends within this, else it is ended
 PRELOAD = ("ga", "frontends.cli", "frontends.runner", "frontends.journal", "frontends.console",
-           "llmcore.session", "memory.archive")  # imported once per worker, before any task
+           "frontends.batch_task", "frontends.approve", "frontends.plugins", "llmcore.session",
+           "memory.archive", "tools.mcp", "tools.landlock",
+           "yaml")  # imported once, before any task (in the forker: once for every worker)
 LEFTOVER_THREADS = ("ga-inline-eval",)  # code a task left running: its worker is not reused
-ROOT = Path(__file__).resolve().parent.parent  # the runtime's own code, for the workers
 
 
 class RequestCap:
@@ -66,13 +69,11 @@ class RequestCap:
 
 # ---- the driver's side -----------------------------------------------------------------
 class Worker:
-    """One worker process and the task it runs (``spec``, None when idle)."""
+    """One worker process (``batch_fork``: forked, or spawned) and the task it runs
+    (``spec``, None when idle)."""
 
-    def __init__(self, inbox: queue.Queue, hello: dict, log: IO[bytes]) -> None:
-        code = ("import sys; sys.path[0] = sys.argv[1]; "
-                "from frontends.batch_pool import worker_main; sys.exit(worker_main())")
-        self.proc = popen_tied([sys.executable, "-c", code, str(ROOT)], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=log)
+    def __init__(self, proc: Any, inbox: queue.Queue, hello: dict) -> None:
+        self.proc = proc
         self.spec: dict | None = None
         self.send(hello)
         threading.Thread(target=self._read, args=(inbox,), name="ga-batch-reader",
@@ -124,6 +125,8 @@ class LocalPool:
         self.cap = RequestCap(rpm, RPM_WINDOW_SECONDS) if rpm else None
         self.inbox: queue.Queue = queue.Queue()
         self.log = open(log_path, "ab")  # noqa: SIM115 (the workers' stderr, while they run)
+        self.starter = Starter(f"{__name__}:worker_main", [*PRELOAD, *common.get("preload", ())],
+                               self.log)
         self.workers = [self._new() for _ in range(workers)]
         self.retired: list[Worker] = []  # replaced, ending on their own
         self.waiting: collections.deque[tuple[Worker, int]] = collections.deque()
@@ -131,7 +134,7 @@ class LocalPool:
         self.closing = False
 
     def _new(self) -> Worker:
-        return Worker(self.inbox, self.hello, self.log)
+        return Worker(self.starter.start(), self.inbox, self.hello)
 
     def _replace(self, worker: Worker) -> None:
         self.workers.remove(worker)
@@ -221,10 +224,11 @@ class LocalPool:
                 end_group(worker.proc)
             worker.proc.wait()
             release(worker.proc)
+        self.starter.close()
         self.log.close()
 
 
-def _wait_until(proc: subprocess.Popen, deadline: float) -> None:
+def _wait_until(proc: Any, deadline: float) -> None:
     try:
         proc.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:

@@ -28,7 +28,8 @@ from typing import Any
 
 from llmcore.base import ConfigError
 
-from .batch_pool import ROOT, RPM_WINDOW_SECONDS, RequestCap
+from .batch_fork import ROOT
+from .batch_pool import RPM_WINDOW_SECONDS, RequestCap
 
 INSTALL = 'pip install "genericagent[ray]"'
 CODE = ("agent_loop.py", "ga.py", "frontends", "llmcore", "memory", "sop", "tools")

@@ -88,6 +88,17 @@ def wait_until(predicate, seconds: float, what: str) -> None:
         time.sleep(POLL_SECONDS)
 
 
+def descendants(pid: int) -> list[int]:
+    """Live processes under ``pid``: its children, theirs, and so on (a batch's workers are
+    its forker's children)."""
+    found: list[int] = []
+    parents = [pid]
+    while parents:
+        found += (new := [child for parent in parents for child in children_of(parent)])
+        parents = new
+    return found
+
+
 def children_of(pid: int) -> list[int]:
     """Live processes whose parent is ``pid`` (from /proc)."""
     found = []

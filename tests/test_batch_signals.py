@@ -14,8 +14,8 @@ from batchutil import (
     alive,
     answer,
     by_id,
-    children_of,
     code,
+    descendants,
     finish,
     numbered,
     results,
@@ -78,7 +78,7 @@ def test_a_signal_aborts_running_tasks_records_them_interrupted_and_a_rerun_resu
     proc = start_batch(tmp_path, home, "tasks.jsonl", "--config", cfg, "-m", "p",
                        "--workers", "2")
     wait_until(lambda: len(pids_with(mark)) == 2, START_SECONDS, "two tasks running")
-    workers = children_of(proc.pid)
+    workers = descendants(proc.pid)
     os.kill(proc.pid, sig)
     assert finish(proc) == exit_code
     got = results(tmp_path / "tasks.results.jsonl")
@@ -110,7 +110,7 @@ def test_sigkill_of_the_driver_ends_its_workers_and_a_rerun_never_repeats_a_fina
                        "--workers", "2", "--yolo")  # confined code could not stop its worker
     wait_until(lambda: len(results(out)) == 3 and len(pids_with(mark)) == 2, START_SECONDS,
                "the quick tasks done, two slow ones running")
-    workers = children_of(proc.pid)
+    workers = descendants(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
     finish(proc)
     wait_until(lambda: not pids_with(mark) and not [p for p in workers if alive(p)],
@@ -138,7 +138,7 @@ def test_a_hung_worker_costs_one_task_and_is_ended_when_the_batch_stops(tmp_path
     proc = start_batch(tmp_path, home, "tasks.jsonl", "--config", cfg, "-m", "p",
                        "--workers", "2", "--yolo")  # confined code could not stop its worker
     wait_until(lambda: len(results(out)) == 3, START_SECONDS, "the other tasks done")
-    workers = children_of(proc.pid)
+    workers = descendants(proc.pid)
     wait_until(lambda: any(map(stopped, workers)), START_SECONDS, "the hung worker stopped")
     os.kill(proc.pid, signal.SIGTERM)
     assert finish(proc) == 143

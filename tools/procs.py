@@ -86,6 +86,12 @@ def popen_tied(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen:
     return proc
 
 
+def tie(pid: int) -> None:
+    """Tie the session that process ``pid`` leads to this runtime, as ``popen_tied`` ties
+    its child's (for a process another tied process started: a forked batch worker)."""
+    _runtime().register(pid)
+
+
 def popen_detached(argv: list[str], **popen_kwargs: Any) -> subprocess.Popen:
     """Start ``argv`` in a new session that outlives this process (``ga --bg``), unless this
     process was started by a runtime: then it is tied to that runtime."""
