@@ -10,8 +10,9 @@ forker's stdin); the forker forks, and the child makes them its stdin and stdout
 new session and runs the worker's entry point (``batch_pool.worker_main``). The forker
 answers with the child's pid and, when the child exits, with its exit status. The driver
 ties each worker's session to its runtime, so a forked worker ends with the driver as a
-``popen_tied`` one does. Where ``fork`` or passing descriptors is missing (Windows), or the
-forker cannot be started, every worker is a ``popen_tied`` process of its own.
+``popen_tied`` one does. Elsewhere than on Linux (Windows cannot fork; on macOS a child
+forked after the system's TLS frameworks were loaded may crash), or when the forker cannot
+be started, every worker is a ``popen_tied`` process of its own.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ log = logging.getLogger("ga.batch")
 
 ROOT = Path(__file__).resolve().parent.parent  # the runtime's own code, for the workers
 FORK_SECONDS = 30.0  # the forker answers a fork within this (its imports come first)
-CAN_FORK = hasattr(os, "fork") and hasattr(socket, "send_fds")
+CAN_FORK = sys.platform == "linux" and hasattr(socket, "send_fds")
 
 
 class Forked:

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GA = str(ROOT / "ga.py")
 EXIT_SECONDS = 30.0  # sanity bound: a signalled `ga batch` exits
 POLL_SECONDS = 0.02
+STARTED: list[subprocess.Popen] = []  # drivers started by start_batch
 
 
 def tag(n: int | str) -> str:
@@ -64,12 +65,25 @@ def without_timings(items: list[dict]) -> list[dict]:
 
 def start_batch(tmp_path: Path, home: Path, *args: str, env: dict | None = None
                 ) -> subprocess.Popen:
-    """A real `ga batch` (the driver) in its own process group; output to files."""
+    """A real `ga batch` (the driver) in its own process group; output to files. A test that
+    fails before it ends its driver leaves it to ``end_started``."""
     full = {**os.environ, "GA_HOME": str(home), "GA_LANG": "en", **(env or {})}
-    return subprocess.Popen([sys.executable, GA, "batch", *args], env=full, cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, GA, "batch", *args], env=full, cwd=tmp_path,
                             stdin=subprocess.DEVNULL, start_new_session=True,
                             stdout=open(tmp_path / "out.txt", "w"),  # noqa: SIM115
                             stderr=open(tmp_path / "err.txt", "w"))  # noqa: SIM115
+    STARTED.append(proc)
+    return proc
+
+
+def end_started() -> None:
+    """SIGKILL every driver ``start_batch`` started that still runs (its watchdog then ends
+    its workers and what they started)."""
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def finish(proc: subprocess.Popen, seconds: float = EXIT_SECONDS) -> int:

@@ -27,6 +27,7 @@ from batchutil import (
     ask,
     by_id,
     code,
+    end_started,
     finish,
     numbered,
     results,
@@ -48,6 +49,12 @@ START_SECONDS = 240.0  # sanity bound: the driver joined the cluster and tasks r
 KEY = "sk-batch-ray-6f1e2d3c4b5a"  # reaches the workers only through the runtime env
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")  # Ray's logs, in the cluster's temp dir
 ADDRESS = re.compile(r"ray start --address='([^']+)'")
+
+
+@pytest.fixture(autouse=True)
+def no_driver_left():
+    yield
+    end_started()  # a test that failed before ending its driver
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from batchutil import (
     by_id,
     code,
     descendants,
+    end_started,
     finish,
     numbered,
     results,
@@ -48,6 +49,12 @@ def pids_with(text: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+@pytest.fixture(autouse=True)
+def no_driver_left():
+    yield
+    end_started()  # a test that failed before ending its driver
 
 
 @pytest.fixture
