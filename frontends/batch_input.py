@@ -42,9 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .commands import (
         CommandParser,
         add_global_options,
+        add_limit_options,
         add_sandbox_options,
         add_tool_options,
-        positive_amount,
         positive_int,
     )
 
@@ -69,12 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retry", type=statuses, default=(), metavar="STATUS",
                    help=f"run tasks that ended so again ({', '.join(RETRYABLE)}; "
                         "comma-separated)")
-    p.add_argument("--max-turns", type=positive_int, default=100, metavar="N",
-                   help="turn limit per task, unless the task gives max_turns (default 100)")
-    p.add_argument("--max-tokens", type=positive_int, metavar="N",
-                   help="token budget per task, unless the task gives max_tokens")
-    p.add_argument("--max-cost", type=positive_amount, metavar="USD",
-                   help="cost budget per task in USD (needs price: on the model's profile)")
+    add_limit_options(p, tasks_may_set=True)
     add_global_options(p)
     add_tool_options(p)
     add_sandbox_options(p)

@@ -65,12 +65,15 @@ def add_tool_options(p: argparse.ArgumentParser) -> None:
                    help="load a plugin file for this run (repeatable)")
 
 
-def add_limit_options(p: argparse.ArgumentParser) -> None:
-    """The limits of each task (task runs and ``ga acp``)."""
+def add_limit_options(p: argparse.ArgumentParser, tasks_may_set: bool = False) -> None:
+    """The limits of each task (task runs, ``ga acp``; ``ga batch``, whose tasks may set
+    their own)."""
+    unless = ", unless the task gives {}" if tasks_may_set else ""
     p.add_argument("--max-turns", type=positive_int, default=100, metavar="N",
-                   help="turn limit per task (default 100)")
+                   help=f"turn limit per task{unless.format('max_turns')} (default 100)")
     p.add_argument("--max-tokens", type=positive_int, metavar="N",
-                   help="token budget per task (input+output, retries included)")
+                   help="token budget per task (input+output, retries included)"
+                        + unless.format("max_tokens"))
     p.add_argument("--max-cost", type=positive_amount, metavar="USD",
                    help="cost budget per task in USD (needs price: on the model's profile)")
 
