@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import queue
+import select
 import selectors
 import signal
 import socket
@@ -32,7 +33,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from tools.procs import popen_tied, signal_session, tie
+from tools.procs import popen_tied, tie
 
 log = logging.getLogger("ga.batch")
 
@@ -41,9 +42,13 @@ FORK_SECONDS = 30.0  # the forker answers a fork within this (its imports come f
 CAN_FORK = sys.platform == "linux" and hasattr(socket, "send_fds")
 
 
+LOST = -256  # a worker's exit status when its forker died first (not a signal number)
+
+
 class Forked:
     """A worker forked by the forker, as the pool uses a ``subprocess.Popen``: its pid, its
-    pipes, and its exit status once the forker reports it."""
+    pipes, and its exit status once the forker reports it (``LOST`` if the forker died: the
+    worker then runs on, and its end is seen through a pidfd)."""
 
     def __init__(self, pid: int, stdin: IO[bytes], stdout: IO[bytes]) -> None:
         self.pid = pid
@@ -57,6 +62,21 @@ class Forked:
         self.returncode = code
         self._ended.set()
 
+    def orphaned(self) -> None:
+        """Its forker is gone: it ends ``LOST`` when the process does."""
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except ProcessLookupError:
+            self.ended(LOST)
+            return
+
+        def watch() -> None:
+            with os.fdopen(pidfd, "rb", buffering=0):
+                select.select([pidfd], [], [])  # readable once the process has exited
+            self.ended(LOST)
+
+        threading.Thread(target=watch, name="ga-batch-orphan", daemon=True).start()
+
     def poll(self) -> int | None:
         return self.returncode
 
@@ -66,21 +86,115 @@ class Forked:
         return self.returncode  # type: ignore[return-value]
 
 
+class Forker:
+    """One forker process and what it reports: ``pid N`` after a fork, ``exit N CODE`` when
+    one of its workers ends."""
+
+    def __init__(self, entry: str, preload: list[str], log_file: IO[bytes]) -> None:
+        ours, theirs = socket.socketpair()
+        code = ("import sys; sys.path[0] = sys.argv[1]; "
+                "from frontends.batch_fork import forker_main; sys.exit(forker_main())")
+        try:
+            self.proc = popen_tied([sys.executable, "-c", code, str(ROOT), entry,
+                                    json.dumps(preload)],
+                                   stdin=theirs, stdout=log_file, stderr=log_file)
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.pids: queue.Queue = queue.Queue()
+        self.children: dict[int, Forked] = {}
+        self.exits: dict[int, int] = {}  # reported before the driver knew the pid
+        self.lost = False
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, name="ga-batch-forker", daemon=True).start()
+
+    def alive(self) -> bool:
+        return not self.lost and self.proc.poll() is None
+
+    def fork(self) -> Forked:
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        try:
+            socket.send_fds(self.sock, [b"f"], [in_r, out_w])
+            pid = self.pids.get(timeout=FORK_SECONDS)
+        except (queue.Empty, OSError) as e:
+            pid = None
+            why = str(e) or "no answer"
+        else:
+            why = "it ended"
+        finally:
+            os.close(in_r)
+            os.close(out_w)
+        if pid is None:
+            for fd in (in_w, out_r):
+                os.close(fd)
+            raise OSError(f"the forker did not fork ({why})")
+        tie(pid)
+        child = Forked(pid, os.fdopen(in_w, "wb"), os.fdopen(out_r, "rb"))
+        with self.lock:
+            if pid in self.exits:
+                child.ended(self.exits.pop(pid))
+            elif not self.lost:
+                self.children[pid] = child
+            else:
+                child.orphaned()
+        return child
+
+    def _read(self) -> None:
+        try:
+            with self.sock.makefile("rb") as reports:
+                for line in reports:
+                    kind, *numbers = line.split()
+                    if kind == b"pid":
+                        self.pids.put(int(numbers[0]))
+                    elif kind == b"exit":
+                        self._ended(int(numbers[0]), int(numbers[1]))
+        except OSError:
+            pass  # reset: the forker died with a request unread
+        with self.lock:  # its workers run on; only their exit statuses are lost
+            self.lost = True
+            orphans, self.children = self.children, {}
+        self.pids.put(None)
+        for child in orphans.values():
+            child.orphaned()
+
+    def _ended(self, pid: int, code: int) -> None:
+        with self.lock:
+            child = self.children.pop(pid, None)
+            if child is None:
+                self.exits[pid] = code
+        if child is not None:
+            child.ended(code)
+
+    def close(self) -> None:
+        """It ends at the end of its input (its workers are the pool's to end)."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # already gone
+        try:
+            self.proc.wait(FORK_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.sock.close()
+
+
 class Starter:
     """Starts the pool's worker processes: forked when it can, else spawned. A worker runs
-    ``entry`` (``"module:function"``, returning its exit code) after importing ``preload``."""
+    ``entry`` (``"module:function"``, returning its exit code) after importing ``preload``.
+    A forker that died is replaced at the next start."""
 
     def __init__(self, entry: str, preload: list[str], log_file: IO[bytes]) -> None:
         self.entry = entry
         self.preload = preload
         self.log_file = log_file
-        self.forker: subprocess.Popen | None = None
-        self.sock: socket.socket | None = None
-        self.pids: queue.Queue = queue.Queue()
-        self.children: dict[int, Forked] = {}
-        self.exits: dict[int, int] = {}  # reported before the driver knew the pid
-        self.lock = threading.Lock()
+        self.forkers: list[Forker] = []  # the last one forks
         self.use_fork = CAN_FORK
+
+    @property
+    def forker(self) -> subprocess.Popen | None:
+        return self.forkers[-1].proc if self.forkers else None
 
     def start(self) -> Any:
         if self.use_fork:
@@ -93,87 +207,18 @@ class Starter:
         return spawn(self.entry, self.log_file)
 
     def _fork(self) -> Forked:
-        if self.forker is None or self.forker.poll() is not None:
-            self._start_forker()
-        assert self.sock is not None
-        in_r, in_w = os.pipe()
-        out_r, out_w = os.pipe()
-        try:
-            socket.send_fds(self.sock, [b"f"], [in_r, out_w])
-            pid = self.pids.get(timeout=FORK_SECONDS)
-        except (queue.Empty, OSError) as e:
-            for fd in (in_w, out_r):
-                os.close(fd)
-            raise OSError(f"the forker did not answer ({e or 'timeout'})") from None
-        finally:
-            os.close(in_r)
-            os.close(out_w)
-        if pid is None:
-            for fd in (in_w, out_r):
-                os.close(fd)
-            raise OSError("the forker ended")
-        tie(pid)
-        child = Forked(pid, os.fdopen(in_w, "wb"), os.fdopen(out_r, "rb"))
-        with self.lock:
-            if pid in self.exits:
-                child.ended(self.exits.pop(pid))
-            else:
-                self.children[pid] = child
-        return child
-
-    def _start_forker(self) -> None:
-        ours, theirs = socket.socketpair()
-        code = ("import sys; sys.path[0] = sys.argv[1]; "
-                "from frontends.batch_fork import forker_main; sys.exit(forker_main())")
-        try:
-            self.forker = popen_tied([sys.executable, "-c", code, str(ROOT), self.entry,
-                                      json.dumps(self.preload)],
-                                     stdin=theirs, stdout=self.log_file, stderr=self.log_file)
-        finally:
-            theirs.close()
-        self.sock = ours
-        threading.Thread(target=self._read, args=(ours,), name="ga-batch-forker",
-                         daemon=True).start()
-
-    def _read(self, sock: socket.socket) -> None:
-        """The forker's reports: ``pid N`` after a fork, ``exit N CODE`` when one ends."""
-        try:
-            with sock.makefile("rb") as reports:
-                for line in reports:
-                    kind, *numbers = line.split()
-                    if kind == b"pid":
-                        self.pids.put(int(numbers[0]))
-                    elif kind == b"exit":
-                        self._ended(int(numbers[0]), int(numbers[1]))
-        except OSError:
-            pass  # reset: the forker died with a request unread
-        self.pids.put(None)
-        with self.lock:  # the forker is gone, and with it what its workers' ends would say
-            lost, self.children = self.children, {}
-        for pid, child in lost.items():
-            signal_session(pid, signal.SIGKILL)
-            child.ended(-signal.SIGKILL)
-
-    def _ended(self, pid: int, code: int) -> None:
-        with self.lock:
-            child = self.children.pop(pid, None)
-            if child is None:
-                self.exits[pid] = code
-        if child is not None:
-            child.ended(code)
+        if self.forkers and self.forkers[-1].alive():
+            try:
+                return self.forkers[-1].fork()
+            except OSError:
+                if self.forkers[-1].alive():
+                    raise
+        self.forkers.append(Forker(self.entry, self.preload, self.log_file))  # a first or
+        return self.forkers[-1].fork()  # a new one, for one that died
 
     def close(self) -> None:
-        """The forker ends at the end of its input (its workers are the pool's to end)."""
-        if self.sock is not None:
-            self.sock.shutdown(socket.SHUT_WR)
-        if self.forker is not None:
-            try:
-                self.forker.wait(FORK_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.forker.kill()
-                self.forker.wait()
-        if self.sock is not None:
-            self.sock.close()
+        for forker in self.forkers:
+            forker.close()
 
 
 def spawn(entry: str, log_file: IO[bytes]) -> subprocess.Popen:

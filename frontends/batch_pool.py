@@ -29,7 +29,7 @@ from typing import IO, Any, Callable
 
 from tools.procs import end_group, release
 
-from .batch_fork import Starter
+from .batch_fork import LOST, Starter
 
 RPM_WINDOW_SECONDS = 60.0  # --rpm counts the requests started in any window this long
 WORKER_EXIT_SECONDS = 2.0  # a closed worker ends within this, else it is ended
@@ -109,7 +109,9 @@ class Worker:
             end_group(self.proc)
         code = self.proc.wait()
         release(self.proc)
-        if code < 0:
+        if code == LOST:
+            how = "ended (its exit status was lost: the process that forked it died)"
+        elif code < 0:
             how = f"was killed by {signal.Signals(-code).name}"
         else:
             how = f"exited with code {code}"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from frontends.batch_fork import CAN_FORK, Starter
+from frontends.batch_fork import CAN_FORK, LOST, Starter
 from frontends.batch_pool import PRELOAD
 from tools.procs import tied_groups
 
@@ -25,6 +25,13 @@ pytestmark = pytest.mark.skipif(not (CAN_FORK and Path("/proc/self/stat").exists
 
 ENTRY = "frontends.batch_pool:worker_main"
 HELLO = {"type": "hello", "common": {}, "rpm": False}
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def parent_of(pid: int) -> int:
@@ -83,3 +90,19 @@ def test_a_forker_that_cannot_start_leaves_each_worker_to_start_on_its_own(tmp_p
         finally:
             starter.close()
     assert "no_such_module_for_the_forker" in (tmp_path / "batch.log").read_text()
+
+
+def test_a_forker_that_dies_leaves_its_workers_running_and_is_replaced(starter):
+    worker = starter.start()
+    first = starter.forker
+    first.kill()
+    first.wait()
+    greet(worker)  # the worker is healthy: it still serves the driver
+    assert alive(worker.pid)
+    again = starter.start()
+    assert starter.forker.pid != first.pid and parent_of(again.pid) == starter.forker.pid
+    greet(again)
+    for each in (worker, again):
+        each.stdin.close()
+    assert again.wait(EXIT_SECONDS) == 0
+    assert worker.wait(EXIT_SECONDS) == LOST  # seen to end; its status went with the forker
