@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any, Callable
 
@@ -42,6 +43,7 @@ FORK_SECONDS = 30.0  # the forker answers a fork within this (its imports come f
 CAN_FORK = sys.platform == "linux" and hasattr(socket, "send_fds")
 
 
+ORPHAN_POLL_SECONDS = 0.1  # without pidfds: how often an orphaned worker is looked for
 LOST = -256  # a worker's exit status when its forker died first (not a signal number)
 
 
@@ -69,10 +71,16 @@ class Forked:
         except ProcessLookupError:
             self.ended(LOST)
             return
+        except OSError:  # Linux < 5.3: asked every ORPHAN_POLL_SECONDS
+            pidfd = None
 
         def watch() -> None:
-            with os.fdopen(pidfd, "rb", buffering=0):
-                select.select([pidfd], [], [])  # readable once the process has exited
+            if pidfd is None:
+                while _exists(self.pid):
+                    time.sleep(ORPHAN_POLL_SECONDS)
+            else:
+                with os.fdopen(pidfd, "rb", buffering=0):
+                    select.select([pidfd], [], [])  # readable once the process has exited
             self.ended(LOST)
 
         threading.Thread(target=watch, name="ga-batch-orphan", daemon=True).start()
@@ -84,6 +92,16 @@ class Forked:
         if not self._ended.wait(timeout):
             raise subprocess.TimeoutExpired(self.args, timeout)
         return self.returncode  # type: ignore[return-value]
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 class Forker:
