@@ -224,6 +224,21 @@ def test_cancelling_calls_ends_a_call_in_flight(home, site):
         hub.close()
 
 
+def test_a_cancel_just_before_a_call_begins_is_not_lost(home, site):
+    """An abort that lands between a call's start and its being in flight cancels it too;
+    calls are made again once the next task allows them."""
+    hub = http_hub(home, site.url)
+    site.entered.clear()
+    try:
+        hub.cancel_calls()
+        data, _ = hub.call("mcp__site__slow", {"seconds": 0})
+        assert is_error(data) and "was cancelled" in data["msg"] and not site.entered.is_set()
+        hub.allow_calls()
+        assert hub.call("mcp__site__slow", {"seconds": 0}) == ("finally", [])
+    finally:
+        hub.close()
+
+
 @pytest.mark.parametrize("legacy", [False, True])  # 2026: subscriptions/listen; 2025: notices
 def test_a_tool_list_change_refreshes_the_tools(home, legacy):
     server = Site(site_server(legacy=legacy).streamable_http_app())
