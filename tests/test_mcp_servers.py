@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from mcp_site import (
@@ -26,7 +27,14 @@ from tools.mcp import open_hub, parse_server
 from tools.mcp.hub import NAME_MAX, tool_name
 
 __all__ = ["git_repo", "site", "stdio_hub"]  # fixtures
+RAW = str(Path(__file__).resolve().parent / "mcp_raw.py")
 WAIT_SECONDS = 30.0  # a bound on waits for a server's answer; never reached when it works
+
+
+def raw_hub(home, mode: str):
+    """A hub with the hand-written server of mcp_raw.py in ``mode``."""
+    return open_hub([parse_server("raw", {"command": sys.executable, "args": [RAW, mode]},
+                                  "test")], home, home)
 
 
 def http_hub(home, url: str, **settings):
@@ -135,6 +143,39 @@ def test_a_server_that_exits_at_start_says_its_exit_code_and_last_words(home):
     try:
         assert hub.state("quits") == ("failed: the server closed the connection (exit code 1; "
                                       "it said: no API_URL set)")
+    finally:
+        hub.close()
+
+
+def test_an_error_minus_32000_from_a_live_server_is_its_answer_and_spends_no_restart(home):
+    hub = raw_hub(home, "error")  # -32000 is also the SDK's code for a closed connection
+    try:
+        for _ in range(2):
+            data, _ = hub.call("mcp__raw__t", {})
+            assert data == {"status": "error", "msg": "[Error] mcp__raw__t: the server answered "
+                                                      "error -32000: the quota is used up"}
+        assert hub.state("raw") == "ready" and hub.restarted == set()
+    finally:
+        hub.close()
+
+
+def test_a_server_that_ends_during_a_call_is_restarted_at_the_next(home):
+    hub = raw_hub(home, "exit")
+    try:
+        data, _ = hub.call("mcp__raw__t", {})
+        assert data["msg"] == ("[Error] MCP server raw stopped during the call (its connection "
+                               "closed); it is restarted at its next call")
+        hub.call("mcp__raw__t", {})
+        assert hub.restarted == {"raw"}
+    finally:
+        hub.close()
+
+
+def test_a_server_refusing_to_start_with_minus_32000_is_said_to_have_answered_so(home):
+    hub = raw_hub(home, "init_error")
+    try:
+        assert hub.state("raw").startswith(
+            "failed: the server answered error -32000: the licence has expired")
     finally:
         hub.close()
 
