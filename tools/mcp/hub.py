@@ -228,6 +228,9 @@ class McpHub:
         except ValidationError as e:
             return error(f"[Error] {name}: the server's result is not valid MCP: "
                          f"{describe(e)}")
+        except Exception as e:  # the SDK refused the result (its outputSchema broken), or worse
+            log.debug("MCP call %s failed", name, exc_info=True)
+            return error(f"[Error] {name} failed: {describe(e)}")
         finally:
             with self._calls_lock:
                 self._calls.discard(future)
