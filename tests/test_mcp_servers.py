@@ -180,6 +180,17 @@ def test_a_server_refusing_to_start_with_minus_32000_is_said_to_have_answered_so
         hub.close()
 
 
+def test_a_tool_list_repeating_its_cursor_is_read_once_and_each_name_offered_once(home):
+    hub = raw_hub(home, "pages")  # page 2 holds t again and u, and points at itself
+    try:
+        tools = {t.name: t.schema["function"]["description"] for t in hub.tools()}
+        listed = hub.log_path("raw").read_text().count("tools/list")
+    finally:
+        hub.close()
+    assert tools == {"mcp__raw__t": "The first t.", "mcp__raw__u": "The u tool."}
+    assert listed == 2
+
+
 def test_a_server_folder_that_does_not_exist_is_named_as_such(home):
     cfg = parse_server("time", {"command": "mcp-server-time", "cwd": "no-such-folder"}, "test")
     hub = open_hub([cfg], home, home)

@@ -187,16 +187,19 @@ class Connection:
 
     # ---- tools -------------------------------------------------------------------------
     async def refresh(self) -> None:
-        """Read the server's tools (every page), keep the ones the config lets through."""
-        found: list[types.Tool] = []
-        cursor = None
+        """Read the server's tools (every page, until a cursor comes again), keep the ones
+        the config lets through; of two tools with one name, the first."""
+        found: dict[str, types.Tool] = {}
+        cursor, cursors = None, set()
         for _ in range(LIST_PAGES_MAX):
             page = await self.client.list_tools(cursor=cursor, cache_mode="refresh")
-            found += page.tools
+            for tool in page.tools:
+                found.setdefault(tool.name, tool)
             cursor = page.next_cursor
-            if not cursor:
+            if not cursor or cursor in cursors:
                 break
-        self.tools = [t for t in found if self.cfg.offers(t.name)]
+            cursors.add(cursor)
+        self.tools = [t for t in found.values() if self.cfg.offers(t.name)]
         self.on_change()
 
     @property
