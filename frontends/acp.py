@@ -110,6 +110,9 @@ class Server:
         if not isinstance(method, str):  # the editor's response to a request of ga's
             self.wire.response(message)
             return
+        if "id" not in message and METHODS.get(method) not in (None, "cancel"):
+            log.warning("%s without an id is not run: send it as a request", method)
+            return
         if method in OPENING:  # the session's MCP servers start meanwhile
             opener = threading.Thread(target=self.answer, args=(message,), daemon=True,
                                       name=f"acp-{method}")
