@@ -1,5 +1,5 @@
 """`ga acp` (SPEC §13) sent by hand what an SDK client would not send: a prompt without an
-id. Each line is written to the real process and
+id, a resource block that is not an object. Each line is written to the real process and
 its replies read back as JSON."""
 
 from __future__ import annotations
@@ -81,3 +81,14 @@ def test_a_prompt_sent_without_an_id_is_neither_run_nor_answered(home, tmp_path)
     assert not [m for m in editor.seen if "id" in m and m["id"] is None]
     assert "session/prompt without an id is not run" in editor.stderr.read_text()
 
+
+def test_a_resource_that_is_not_an_object_is_invalid_params_in_one_line(home, tmp_path):
+    editor = RawEditor(home, tmp_path, [])
+    session = editor.open_session()
+    editor.send("session/prompt", {"sessionId": session, "prompt": [
+        {"type": "text", "text": "read"}, {"type": "resource", "resource": "notes.txt"}]}, 3)
+    error = editor.reply(3)["error"]
+    assert editor.close() == 0
+    assert error == {"code": -32602, "message": "prompt: a resource block's resource must be "
+                                                "an object (uri, and text or blob)"}
+    assert "Traceback" not in editor.stderr.read_text()
