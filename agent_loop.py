@@ -395,6 +395,8 @@ def _run_calls(handler, response, calls, max_calls: int = MAX_CALLS_PER_TURN,
     exit_reason: dict = {}
     run = calls[:max_calls]
     for i, call in enumerate(run):
+        if _aborted(handler):  # the calls left in the reply are not made
+            break
         outcome = yield from _run_one(handler, response, call, i, len(run), redact)
         if outcome.should_exit:  # the results of the calls before it wait for what comes next
             exit_reason = {"result": "EXITED", "data": outcome.data, "turn_results": tool_results}
@@ -407,10 +409,15 @@ def _run_calls(handler, response, calls, max_calls: int = MAX_CALLS_PER_TURN,
         if outcome.next_prompt not in next_prompts:
             next_prompts.append(outcome.next_prompt)
     refusal = TOO_MANY_CALLS.format(n=max_calls, total=len(calls))
-    for call in calls[len(run):] if not exit_reason else ():
+    for call in calls[len(run):] if not exit_reason and not _aborted(handler) else ():
         outcome = yield from _run_one(handler, response, call, 0, len(run), redact, refusal)
         tool_results.append(_tool_result(call, outcome, redact))
     return tool_results, next_prompts, exit_reason
+
+
+def _aborted(handler) -> bool:
+    """Whether the task was aborted (Ctrl-C, a cancel, a signal) since its reply came."""
+    return (handler.exit_request or {}).get("result") == "ABORTED"
 
 
 def _tool_result(call: dict, outcome: StepOutcome, redact: Callable[[str], str] | None) -> dict:

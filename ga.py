@@ -26,6 +26,7 @@ from agent_loop import (
     StepOutcome,
     agent_runner_loop,
     answer_text,
+    error_outcome,
     json_default,
     log,
 )
@@ -114,6 +115,8 @@ class GenericAgentHandler(BaseHandler):
         return functools.partial(self._mcp_call, name[3:])
 
     def _mcp_call(self, name: str, args: dict, response: Any = None):
+        if self.abort_event.is_set():  # aborted before this call began: it is not made
+            return error_outcome(f"[Error] {name} was cancelled")
         vision = getattr(self.parent.llmclient, "vision", True)
         data, images = yield from self.parent.mcp.run(name, args, vision)
         return StepOutcome(data, next_prompt=self._anchor(args.get("_index", 0)), images=images)
@@ -736,6 +739,8 @@ class GenericAgent:
         asked = self._open_question()
         handler = self.handler = self._task_handler(asked)
         handler.disabled_tools = self.disabled_tools
+        if self.mcp is not None:  # an abort of the task before cancelled its calls only
+            self.mcp.allow_calls()
         query, message, answers = self._opening(query, handler, asked)
         self.events.start()
         shown = {"images": [pictures.meta(b) for b in blocks]} if blocks else {}

@@ -4,8 +4,9 @@ An editor starts ``ga acp`` and speaks JSON-RPC 2.0 to it, one object per line. 
 ``session/new`` or ``session/load`` opens a ``Session`` (its journal's id is the session id);
 a ``session/prompt`` runs a task there, whose events go back as ``session/update``
 notifications (``acp_map``) until the prompt is answered with its stop reason. The main
-thread reads the requests; each prompt is drained on a thread of its own, so a
-``session/cancel`` and the other sessions are served meanwhile.
+thread reads the requests; each prompt is drained on a thread of its own, and each session is
+opened on one (its MCP servers may take seconds to start), so a ``session/cancel`` and the
+other sessions are served meanwhile.
 
 An approval question of a session's task (SPEC §11) is asked as a
 ``session/request_permission`` request; the editor's response, read on the main thread like
@@ -56,6 +57,7 @@ CLOSED = "the editor closed the connection"
 METHODS = {"initialize": "initialize", "session/new": "new_session",
            "session/load": "load_session", "session/list": "list_sessions",
            "session/prompt": "prompt", "session/cancel": "cancel"}
+OPENING = ("session/new", "session/load")  # they start MCP servers: answered off the reader
 PENDING = object()  # what a request handler returns when its answer comes later
 Opener = Callable[..., Session]  # (args, home, state, mcp_servers=, can_ask=) -> Session
 
@@ -84,6 +86,7 @@ class Server:
         self.home = home
         self.opener = opener
         self.sessions: dict[str, EditorSession] = {}
+        self.openers: list[threading.Thread] = []  # sessions being opened
 
     def serve(self, lines: Iterable[bytes]) -> None:
         for line in lines:
@@ -103,10 +106,24 @@ class Server:
         self.handle(message)
 
     def handle(self, message: dict) -> None:
-        method, request_id = message.get("method"), message.get("id")
+        method = message.get("method")
         if not isinstance(method, str):  # the editor's response to a request of ga's
             self.wire.response(message)
             return
+        if "id" not in message and METHODS.get(method) not in (None, "cancel"):
+            log.warning("%s without an id is not run: send it as a request", method)
+            return
+        if method in OPENING:  # the session's MCP servers start meanwhile
+            opener = threading.Thread(target=self.answer, args=(message,), daemon=True,
+                                      name=f"acp-{method}")
+            self.openers = [t for t in self.openers if t.is_alive()] + [opener]
+            opener.start()
+            return
+        self.answer(message)
+
+    def answer(self, message: dict) -> None:
+        """Run the method of one request and answer it (a notification gets no answer)."""
+        method, request_id = message["method"], message.get("id")
         name = METHODS.get(method)
         params = message.get("params") or {}
         try:
@@ -233,13 +250,16 @@ class Server:
     def close(self, reason: str) -> None:
         """Stop every running task (its processes killed), wait a bounded time for their
         ends to be journaled and answered, close the journals."""
-        for editor in self.sessions.values():
-            editor.stop(reason)
         deadline = time.monotonic() + SHUTDOWN_SECONDS
-        for editor in self.sessions.values():
+        for opener in self.openers:  # a session still opening is closed with the others
+            opener.join(max(0.0, deadline - time.monotonic()))
+        editors = list(self.sessions.values())
+        for editor in editors:
+            editor.stop(reason)
+        for editor in editors:
             for thread in editor.threads:
                 thread.join(max(0.0, deadline - time.monotonic()))
-        for editor in self.sessions.values():
+        for editor in editors:
             editor.session.close()
 
 

@@ -68,7 +68,10 @@ def read_prompt(blocks: Any) -> tuple[str, list[bytes]]:
     return task, images
 
 
-def resource(res: dict, parts: list[str], contexts: list[str], images: list[bytes]) -> None:
+def resource(res: Any, parts: list[str], contexts: list[str], images: list[bytes]) -> None:
+    if not isinstance(res, dict):
+        raise ConfigError(None, "prompt", "a resource block's resource must be an object "
+                          "(uri, and text or blob)")
     name = file_name(str(res.get("uri") or ""))
     parts.append(name)
     if isinstance(res.get("text"), str):

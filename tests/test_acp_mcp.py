@@ -4,14 +4,16 @@ streamable HTTP — and they end with `ga acp`."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 from acp import RequestError
 from acp.schema import EnvVariable, HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
-from mcp_site import site
-from test_acp import ask, ga_acp, journal_of, model, run
+from mcp_site import Site, gated, site, site_server
+from test_acp import BOUND, ask, code, ga_acp, journal_of, model, new, run
 from test_signals import CHILDREN_GONE_SECONDS, wait_until
 
 from frontends.cli import main
@@ -135,3 +137,36 @@ def test_a_bad_server_in_session_new_names_it_and_starts_none(home, tmp_path):
     error, started = run(scenario())
     assert error.code == -32602 and not started
     assert "session/new: mcpServers.docs.url: must be an http:// or https:// URL" in str(error)
+
+
+def test_a_session_whose_servers_are_starting_holds_up_no_other_request(home, tmp_path):
+    """While session/new waits for its MCP server, a cancel of another session's prompt is
+    answered; the new session is answered once its server is up."""
+    asked, release = threading.Event(), threading.Event()
+
+    async def hold() -> None:
+        asked.set()
+        await asyncio.to_thread(release.wait, BOUND)
+
+    docs = Site(gated(site_server().streamable_http_app(), hold))
+    steps = [code("sleep 30"), {"text": "never"}]
+
+    async def scenario():
+        async with ga_acp(home, tmp_path, "-m", model(tmp_path, steps)) as (conn, _, editor):
+            busy = await new(conn)
+            prompt = asyncio.ensure_future(ask(conn, busy, "sleep"))
+            await editor.until(lambda u: u["sessionUpdate"] == "tool_call")
+            opening = asyncio.ensure_future(conn.new_session(cwd=str(Path.cwd()), mcp_servers=[
+                HttpMcpServer(type="http", name="docs", url=docs.url, headers=[])]))
+            assert await asyncio.to_thread(asked.wait, BOUND)  # its server is being started
+            await conn.cancel(session_id=busy)
+            reason, still_opening = await prompt, not opening.done()
+            release.set()
+            return reason, still_opening, (await opening).session_id
+
+    try:
+        reason, still_opening, opened = run(scenario())
+    finally:
+        release.set()
+        docs.stop()
+    assert reason == "cancelled" and still_opening and opened

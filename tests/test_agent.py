@@ -66,6 +66,23 @@ def test_abort_kills_running_code_and_ends_the_task(home, tmp_path):
         raise AssertionError("the child survived the abort")
 
 
+def test_an_abort_during_a_call_leaves_the_replys_other_calls_unmade(home, tmp_path):
+    write = [{"name": "file_write", "args": {"path": name, "content": "x\n"}}
+             for name in ("first.txt", "second.txt")]
+    agent = GenericAgent(ScriptedClient([{"text": "<summary>write</summary>",
+                                          "tool_calls": write}, {"text": "never"}]),
+                         home=home, cwd=tmp_path)
+    called = []
+    for event in agent.run_task("write two files"):
+        if event["type"] == "tool_call":
+            called.append(event["args"]["path"])
+        if event["type"] == "tool_result":
+            agent.abort()  # Ctrl-C while the first call ends
+        end = event
+    assert end["result"] == "ABORTED" and called == ["first.txt"]
+    assert (tmp_path / "first.txt").exists() and not (tmp_path / "second.txt").exists()
+
+
 def test_abort_cuts_the_model_stream(home):
     client = ScriptedClient([{"text": "x" * 2000}])
     agent = GenericAgent(client, home=home)

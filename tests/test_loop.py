@@ -194,6 +194,20 @@ def test_exit_request_ends_the_task():
     assert len(client.calls) == 1
 
 
+def test_an_abort_during_a_call_leaves_the_rest_of_the_reply_uncalled():
+    class H(EchoHandler):
+        def do_interrupted(self, args, response):  # aborted while it ran (Ctrl-C, a cancel)
+            self.exit_request = {"result": "ABORTED", "data": None}
+            return StepOutcome("cut short", next_prompt="go on")
+
+    script = [{"tool_calls": [{"name": "interrupted", "args": {}},
+                              {"name": "echo", "args": {"text": "late"}}]}, {"text": "never"}]
+    result, events, client, handler = drive(script, H())
+    assert result["result"] == "ABORTED" and handler.seen == []
+    assert [e["name"] for e in events if e["type"] == "tool_call"] == ["interrupted"]
+    assert len(client.calls) == 1
+
+
 def test_failing_hook_is_reported_and_never_breaks_the_loop(caplog):
     handler = EchoHandler()
     fired = []

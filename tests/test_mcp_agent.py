@@ -27,6 +27,15 @@ def agent_with(home, hub, steps: list, **kw) -> GenericAgent:
     return GenericAgent(ScriptedClient(steps, **kw), home=home, cwd=home, mcp=hub)
 
 
+def finish(gen):
+    """Run a tool's generator to its end: its outcome."""
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+
 def results_sent(client: ScriptedClient, index: int) -> list:
     return [r["content"] for r in client.calls[index]["messages"][0]["tool_results"]]
 
@@ -123,3 +132,28 @@ def test_an_abort_cancels_an_mcp_call_in_flight(home, site):
     assert not worker.is_alive() and ended[-1]["result"] == "ABORTED"
     result = next(e for e in ended if e["type"] == "tool_result")
     assert "mcp__site__slow was cancelled" in json.dumps(result["data"])
+
+
+def test_a_call_begun_after_an_abort_is_not_made(home, site):
+    hub = open_hub([parse_server("site", {"url": site.url}, "test")], home, home)
+    agent = agent_with(home, hub, [])
+    handler = agent.handler_cls(agent, home)
+    site.entered.clear()
+    try:
+        handler.abort_event.set()  # the task was aborted while an earlier call of its reply ran
+        outcome = finish(handler.dispatch("mcp__site__slow", {"seconds": 0}, None))
+    finally:
+        agent.close()
+    assert outcome.data == {"status": "error", "msg": "[Error] mcp__site__slow was cancelled"}
+    assert not site.entered.is_set()
+
+
+def test_the_task_after_an_abort_calls_mcp_tools_again(home, site):
+    hub = open_hub([parse_server("site", {"url": site.url}, "test")], home, home)
+    agent = agent_with(home, hub, [call("mcp__site__add", a=1, b=1), {"text": "two"}])
+    try:
+        agent.abort("interrupted")  # Ctrl-C between tasks
+        end = list(agent.run_task("add"))[-1]
+    finally:
+        agent.close()
+    assert end["result"] == "CURRENT_TASK_DONE" and results_sent(agent.llmclient, 1) == ["2"]

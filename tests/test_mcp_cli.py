@@ -30,6 +30,7 @@ from frontends.cli import main
 
 __all__ = ["mark", "site", "tmpdir_env"]  # fixtures
 ROOT = Path(__file__).resolve().parent.parent
+RAW = str(ROOT / "tests" / "mcp_raw.py")
 INSTALL = 'pip install "genericagent[mcp]"'
 
 
@@ -74,6 +75,14 @@ def test_mcp_call_prints_what_the_model_would_get(home, site, capsys):
     assert "no MCP server 'nosuch'; configured: site" in capsys.readouterr().err
     assert main(["mcp", "call", "site", "subtract"]) == 2
     assert "MCP server site offers no tool 'subtract'" in capsys.readouterr().err
+
+
+def test_mcp_call_reports_a_result_breaking_the_tools_output_schema(home, capsys):
+    write_servers(home, {"raw": {"command": sys.executable, "args": [RAW, "schema"]}})
+    assert main(["mcp", "call", "raw", "t"]) == 1
+    out, err = capsys.readouterr()
+    assert err == ("[Error] mcp__raw__t failed: RuntimeError: Tool t has an output schema but "
+                   "did not return structured content\n") and out == ""
 
 
 def test_ga_tools_includes_mcp_tools_and_servers_that_did_not_start(home, site, capsys):

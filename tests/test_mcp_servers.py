@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from mcp_site import (
@@ -26,7 +27,14 @@ from tools.mcp import open_hub, parse_server
 from tools.mcp.hub import NAME_MAX, tool_name
 
 __all__ = ["git_repo", "site", "stdio_hub"]  # fixtures
+RAW = str(Path(__file__).resolve().parent / "mcp_raw.py")
 WAIT_SECONDS = 30.0  # a bound on waits for a server's answer; never reached when it works
+
+
+def raw_hub(home, mode: str):
+    """A hub with the hand-written server of mcp_raw.py in ``mode``."""
+    return open_hub([parse_server("raw", {"command": sys.executable, "args": [RAW, mode]},
+                                  "test")], home, home)
 
 
 def http_hub(home, url: str, **settings):
@@ -139,6 +147,50 @@ def test_a_server_that_exits_at_start_says_its_exit_code_and_last_words(home):
         hub.close()
 
 
+def test_an_error_minus_32000_from_a_live_server_is_its_answer_and_spends_no_restart(home):
+    hub = raw_hub(home, "error")  # -32000 is also the SDK's code for a closed connection
+    try:
+        for _ in range(2):
+            data, _ = hub.call("mcp__raw__t", {})
+            assert data == {"status": "error", "msg": "[Error] mcp__raw__t: the server answered "
+                                                      "error -32000: the quota is used up"}
+        assert hub.state("raw") == "ready" and hub.restarted == set()
+    finally:
+        hub.close()
+
+
+def test_a_server_that_ends_during_a_call_is_restarted_at_the_next(home):
+    hub = raw_hub(home, "exit")
+    try:
+        data, _ = hub.call("mcp__raw__t", {})
+        assert data["msg"] == ("[Error] MCP server raw stopped during the call (its connection "
+                               "closed); it is restarted at its next call")
+        hub.call("mcp__raw__t", {})
+        assert hub.restarted == {"raw"}
+    finally:
+        hub.close()
+
+
+def test_a_server_refusing_to_start_with_minus_32000_is_said_to_have_answered_so(home):
+    hub = raw_hub(home, "init_error")
+    try:
+        assert hub.state("raw").startswith(
+            "failed: the server answered error -32000: the licence has expired")
+    finally:
+        hub.close()
+
+
+def test_a_tool_list_repeating_its_cursor_is_read_once_and_each_name_offered_once(home):
+    hub = raw_hub(home, "pages")  # page 2 holds t again and u, and points at itself
+    try:
+        tools = {t.name: t.schema["function"]["description"] for t in hub.tools()}
+        listed = hub.log_path("raw").read_text().count("tools/list")
+    finally:
+        hub.close()
+    assert tools == {"mcp__raw__t": "The first t.", "mcp__raw__u": "The u tool."}
+    assert listed == 2
+
+
 def test_a_server_folder_that_does_not_exist_is_named_as_such(home):
     cfg = parse_server("time", {"command": "mcp-server-time", "cwd": "no-such-folder"}, "test")
     hub = open_hub([cfg], home, home)
@@ -220,6 +272,21 @@ def test_cancelling_calls_ends_a_call_in_flight(home, site):
         hub.cancel_calls()
         caller.join(WAIT_SECONDS)
         assert got and is_error(got[0][0]) and "was cancelled" in got[0][0]["msg"]
+    finally:
+        hub.close()
+
+
+def test_a_cancel_just_before_a_call_begins_is_not_lost(home, site):
+    """An abort that lands between a call's start and its being in flight cancels it too;
+    calls are made again once the next task allows them."""
+    hub = http_hub(home, site.url)
+    site.entered.clear()
+    try:
+        hub.cancel_calls()
+        data, _ = hub.call("mcp__site__slow", {"seconds": 0})
+        assert is_error(data) and "was cancelled" in data["msg"] and not site.entered.is_set()
+        hub.allow_calls()
+        assert hub.call("mcp__site__slow", {"seconds": 0}) == ("finally", [])
     finally:
         hub.close()
 

@@ -54,6 +54,7 @@ class Connection:
         self.tools: list[types.Tool] = []
         self.client: Client | None = None
         self.gone: str | None = None  # why the server ended, once it has
+        self.closed_by_server = False  # a stdio server ended its output: the connection is over
         self._procs: list = [process] if process is not None else []  # the stdio process
         self._life: asyncio.Task | None = None
         self._scope: anyio.CancelScope | None = None  # the whole life: cancelled to give up
@@ -93,7 +94,7 @@ class Connection:
         return f"it did not start within {self.cfg.startup_timeout_sec:g} s"
 
     def _ended(self, ready: asyncio.Future, error: Exception) -> None:
-        why = describe(error) + self._own_words()
+        why = describe(error, self.closed_by_server) + self._own_words()
         if not ready.done():
             ready.set_exception(ServerGone(why))
             return
@@ -122,7 +123,10 @@ class Connection:
         else (a restart) over a new one."""
         if not self._procs:
             self._procs.append(spawn(self.cfg, self.cwd, self.log_path))
-        return tied_stdio(self._procs[-1])
+        return tied_stdio(self._procs[-1], self._server_closed)
+
+    def _server_closed(self) -> None:
+        self.closed_by_server = True
 
     @contextlib.asynccontextmanager
     async def _http(self) -> Any:
@@ -183,16 +187,19 @@ class Connection:
 
     # ---- tools -------------------------------------------------------------------------
     async def refresh(self) -> None:
-        """Read the server's tools (every page), keep the ones the config lets through."""
-        found: list[types.Tool] = []
-        cursor = None
+        """Read the server's tools (every page, until a cursor comes again), keep the ones
+        the config lets through; of two tools with one name, the first."""
+        found: dict[str, types.Tool] = {}
+        cursor, cursors = None, set()
         for _ in range(LIST_PAGES_MAX):
             page = await self.client.list_tools(cursor=cursor, cache_mode="refresh")
-            found += page.tools
+            for tool in page.tools:
+                found.setdefault(tool.name, tool)
             cursor = page.next_cursor
-            if not cursor:
+            if not cursor or cursor in cursors:
                 break
-        self.tools = [t for t in found if self.cfg.offers(t.name)]
+            cursors.add(cursor)
+        self.tools = [t for t in found.values() if self.cfg.offers(t.name)]
         self.on_change()
 
     @property
@@ -211,8 +218,8 @@ class Connection:
             raise ServerGone(self.gone or "its process has exited")
         try:
             return await client.call_tool(tool, arguments)
-        except MCPError as e:
-            if e.code == types.CONNECTION_CLOSED:
+        except MCPError as e:  # the SDK's closed connection, or the server's own answer
+            if e.code == types.CONNECTION_CLOSED and (self.closed_by_server or not self.alive()):
                 self.gone = "its connection closed"
                 raise ServerGone(self.gone) from None
             raise
@@ -247,16 +254,19 @@ def client_version() -> str:
         return "unknown"
 
 
-def describe(error: BaseException) -> str:
-    """A failure in one line: the first real error inside task-group wrappers."""
+def describe(error: BaseException, closed: bool = False) -> str:
+    """A failure in one line: the first real error inside task-group wrappers. ``closed``:
+    the connection really ended, so the SDK's -32000 means that, not the server's answer."""
     while isinstance(getattr(error, "exceptions", None), tuple) and error.exceptions:
         error = error.exceptions[0]  # an exception group (from a task group)
     if isinstance(error, ConfigError):
         return str(error)
     if isinstance(error, FileNotFoundError) and error.filename:
         return f"command not found: {error.filename}"
-    if isinstance(error, MCPError) and error.code == types.CONNECTION_CLOSED:
+    if isinstance(error, MCPError) and closed and error.code == types.CONNECTION_CLOSED:
         return "the server closed the connection"
+    if isinstance(error, MCPError):
+        return f"the server answered error {error.code}: {error.message}"
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     if isinstance(error, (TimeoutError, ServerGone)) and text:
         return text

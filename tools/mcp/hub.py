@@ -98,6 +98,8 @@ class McpHub:
         self._lock = threading.RLock()
         self.changed = threading.Condition(self._lock)  # notified when the tool list changes
         self._calls: set[concurrent.futures.Future] = set()
+        self._calls_lock = threading.Lock()  # a cancel and a call's start, one at a time
+        self._cancelled = False  # by cancel_calls, until the next task (allow_calls)
         atexit.register(self.close)  # the servers end with ga even when no one closes it
 
     # ---- starting and stopping ---------------------------------------------------------
@@ -206,8 +208,11 @@ class McpHub:
             conn = self._live(tool.server)
         except ServerGone as e:
             return error(f"[Error] MCP server {tool.server} is not running: {e}")
-        future = self.loop.submit(conn.call(tool.tool, arguments))
-        self._calls.add(future)
+        with self._calls_lock:
+            if self._cancelled:  # aborted before the call began: it is not made
+                return error(f"[Error] {name} was cancelled")
+            future = self.loop.submit(conn.call(tool.tool, arguments))
+            self._calls.add(future)
         try:
             result = self.loop.wait(future, cfg.tool_timeout_sec)
         except TimeoutError:
@@ -223,8 +228,12 @@ class McpHub:
         except ValidationError as e:
             return error(f"[Error] {name}: the server's result is not valid MCP: "
                          f"{describe(e)}")
+        except Exception as e:  # the SDK refused the result (its outputSchema broken), or worse
+            log.debug("MCP call %s failed", name, exc_info=True)
+            return error(f"[Error] {name} failed: {describe(e)}")
         finally:
-            self._calls.discard(future)
+            with self._calls_lock:
+                self._calls.discard(future)
         return tool_output(result, name, vision, budget, self.redact)
 
     def _next_call_note(self, server: str) -> str:
@@ -254,6 +263,15 @@ class McpHub:
         return self.connections[server]
 
     def cancel_calls(self) -> None:
-        """Cancel every call in flight (Ctrl-C, an abort): each returns an error result."""
-        for future in list(self._calls):
+        """Cancel every call in flight (Ctrl-C, an abort): each returns an error result, as
+        does every call begun after it until ``allow_calls``."""
+        with self._calls_lock:
+            self._cancelled = True
+            calls = list(self._calls)
+        for future in calls:
             future.cancel()
+
+    def allow_calls(self) -> None:
+        """A new task begins: its calls are made again."""
+        with self._calls_lock:
+            self._cancelled = False

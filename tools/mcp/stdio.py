@@ -13,7 +13,7 @@ import asyncio
 import logging
 import subprocess
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 import anyio
 import mcp_types as types
@@ -29,9 +29,11 @@ EXIT_POLL_SECONDS = 0.02
 
 
 @asynccontextmanager
-async def tied_stdio(proc: subprocess.Popen) -> AsyncIterator[tuple]:
+async def tied_stdio(proc: subprocess.Popen,
+                     on_end: Callable[[], None] = lambda: None) -> AsyncIterator[tuple]:
     """The SDK's (read stream, write stream) over the pipes of the server ``proc``
-    (started by ``spawn.spawn``); leaving ends the process and its whole session."""
+    (started by ``spawn.spawn``); leaving ends the process and its whole session.
+    ``on_end`` is called when the server ends its output, before the session sees it end."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MESSAGE_LIMIT)
     try:
@@ -46,7 +48,7 @@ async def tied_stdio(proc: subprocess.Popen) -> AsyncIterator[tuple]:
     to_server, from_session = anyio.create_memory_object_stream[SessionMessage](0)
     try:
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_relay_out, reader, to_session)
+            tasks.start_soon(_relay_out, reader, to_session, on_end)
             tasks.start_soon(_relay_in, from_session, writing)
             try:
                 yield from_server, to_server
@@ -60,7 +62,8 @@ async def tied_stdio(proc: subprocess.Popen) -> AsyncIterator[tuple]:
             reading.close()
 
 
-async def _relay_out(reader: asyncio.StreamReader, to_session) -> None:
+async def _relay_out(reader: asyncio.StreamReader, to_session,
+                     on_end: Callable[[], None]) -> None:
     """Server stdout → session, a message a line, until the server closes it."""
     async with to_session:
         try:
@@ -71,6 +74,7 @@ async def _relay_out(reader: asyncio.StreamReader, to_session) -> None:
             log.warning("an MCP server sent a message over %d bytes: %s", MESSAGE_LIMIT, e)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             return  # the session is gone
+        on_end()
 
 
 async def _relay_in(from_session, writing: asyncio.WriteTransport) -> None:
