@@ -107,7 +107,7 @@ def load_tasks(path: Path, work: Path) -> list[dict]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(str(path), None, f"cannot read the tasks: {e}") from None
     items = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(jsonl_lines(text), 1):
         if not line.strip():
             continue
         try:
@@ -116,6 +116,12 @@ def load_tasks(path: Path, work: Path) -> list[dict]:
             raise ConfigError(str(path), f"line {n}", f"not JSON: {e.msg} (column {e.colno})"
                               ) from None
     return check_tasks(items, path.parent, work, str(path), "line")
+
+
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text: cut at "\\n" only (a JSON string may hold U+2028, U+0085
+    and the like raw, where ``str.splitlines`` would cut too), a trailing "\\r" dropped."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 def tasks_from_list(tasks: list, base: Path, work: Path) -> list[dict]:

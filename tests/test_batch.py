@@ -143,6 +143,30 @@ def test_an_interrupted_task_is_not_final_and_runs_again(tmp_path, home, cfg, ll
     assert json.loads(lines[2])["status"] == "done"
 
 
+def test_a_finished_answer_holding_a_line_separator_is_not_run_again(tmp_path, home, cfg,
+                                                                      llm_server):
+    llm_server.answer(tag(1), answer("one\u2028two\u2029three\x85four"))
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(1)} go", "id": "a"}])
+    out = tmp_path / "tasks.results.jsonl"
+    assert batch(tasks, cfg) == 0
+    assert "\u2028" in out.read_text(encoding="utf-8")  # written raw, as JSON allows
+    assert batch(tasks, cfg) == 0
+    assert len(llm_server.requests_for(tag(1))) == 1  # finished: skipped, not run again
+    assert [r["answer"] for r in results(out)] == ["one\u2028two\u2029three\x85four"]
+
+
+def test_a_task_line_holding_a_raw_line_separator_is_one_line(tmp_path, home, cfg, llm_server):
+    llm_server.answer(tag(1), answer("ok"))
+    llm_server.answer(tag(2), answer("ok"))
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"task": f"{tag(1)} a\u2028b\x85c"}, ensure_ascii=False)
+                     + "\r\n" + json.dumps({"task": f"{tag(2)} d"}) + "\r\n", encoding="utf-8")
+    assert batch(tasks, cfg) == 0
+    assert [r["id"] for r in results(tmp_path / "tasks.results.jsonl")] == [1, 2]  # by line
+    sent = llm_server.requests_for(tag(1))[0]["body"]
+    assert f"{tag(1)} a\u2028b\x85c" in json.dumps(sent, ensure_ascii=False)
+
+
 # ---- 5. limits and per-task settings ------------------------------------------------------
 def test_per_task_model_turns_tokens_images_and_context(tmp_path, home, cfg, llm_server):
     from PIL import Image
