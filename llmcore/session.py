@@ -206,12 +206,30 @@ class LLMSession:
         except LLMError as err:
             self.log.note(f"error: {err}")
             self._drop_unanswered()
+            self._count_lost()
             raise
         resp.usage.add(self._lost)  # their tokens were spent too (--max-tokens counts them)
         self.total_usage.add(resp.usage)
         self.log.response(resp)
         self.history.append(self._assistant_blocks(resp))
         return resp
+
+    def _count_lost(self) -> None:
+        """A turn that failed for good still spent what its broken attempts made: counted,
+        and told as a ``usage`` event (the task's tokens, cost and budgets include it)."""
+        lost = self._lost
+        if not (lost.input or lost.output):
+            return
+        self.total_usage.add(lost)
+        event = {"type": "usage", "input": lost.input, "cached": lost.cached,
+                 "output": lost.output}
+        if lost.cache_write:
+            event["cache_write"] = lost.cache_write
+        if lost.estimated:
+            event["estimated"] = True
+        if lost.cost is not None:
+            event["cost"] = lost.cost
+        self._event(event)
 
     def _chat_members(self, tools: list[dict] | None) -> ChatStream:
         """The active profile, then (``mixin``) the others in turn until one answers."""
@@ -256,7 +274,10 @@ class LLMSession:
             try:
                 return (yield from self._with_retries(tools, budget, forced))
             except Aborted as ab:
-                return ab.partial or LLMResponse(stop_reason="aborted")
+                if ab.partial is None:
+                    return LLMResponse(stop_reason="aborted")
+                ab.partial.usage = priced(ab.partial.usage, self.profile)  # spent, so paid
+                return ab.partial
             except ProviderFailure as pf:
                 fail = pf.failure
                 if fail.context_length and not forced:

@@ -213,6 +213,21 @@ def test_max_tokens_total_stops_starting_tasks_and_a_rerun_goes_on(tmp_path, hom
     assert [r["id"] for r in results(tmp_path / "tasks.results.jsonl")] == [1, 2, 3, 4]
 
 
+def test_a_task_failing_after_a_broken_attempt_reports_what_it_spent(tmp_path, home,
+                                                                     llm_server, capsys):
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m", "max_retries": 1,
+                                            "price": {"input": 1e6, "output": 1e6}})
+    llm_server.answer(tag(1), Reply(text="<summary>s</summary>" + "y" * 400, drop_after=40),
+                      Reply(status=500))
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(1)} go"}])
+    assert batch(tasks, cfg) == 1
+    got = by_id(tmp_path / "tasks.results.jsonl")[1]
+    spent = got["tokens"]["input"] + got["tokens"]["output"]
+    assert got["status"] == "failed" and got["tokens"]["output"] > 0
+    assert got["cost"] == pytest.approx(spent)  # a dollar a token
+    assert f"1 failed · {spent:,} tokens" in capsys.readouterr().err
+
+
 def test_rpm_counts_every_request_of_every_worker_retries_included(tmp_path, home, llm_server,
                                                                    capsys):
     cfg = write_config(home, llm_server, r={"provider": "openai", "model": "m",
