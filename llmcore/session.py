@@ -36,7 +36,16 @@ from .history import (
     task_index,
 )
 from .logs import SessionLog
-from .provider import Deadline, ListMemo, Request, Watchdog, estimate_usage, tools_chars
+from .provider import (
+    Deadline,
+    ListMemo,
+    Request,
+    Watchdog,
+    estimate_usage,
+    tools_chars,
+    valid_arguments,
+    valid_text,
+)
 from .retry import Aborted, ProviderFailure, TurnBudget, classify, retrying
 from .secrets import Redactor
 from .textmode import ToolPrompt, parse_calls, render_message
@@ -384,6 +393,9 @@ class LLMSession:
             resp.tool_calls = parse_calls(resp.content, self._turn, names)
             if resp.tool_calls and resp.stop_reason != "max_tokens":  # a cut call stays "cut"
                 resp.stop_reason = "tool_use"
+        for call in resp.tool_calls:  # text every writer can store, parsed too
+            call.function.name = valid_text(call.function.name)
+            call.function.arguments = valid_arguments(call.function.arguments)
         if not (resp.usage.input or resp.usage.output):
             resp.usage = estimate_usage(req, resp, self._size, self._tools_size)
         resp.usage = priced(resp.usage, req.profile)  # by the profile that served it (failover)
@@ -397,7 +409,7 @@ class LLMSession:
         thinking: list[str] = []
         try:
             with deadline:
-                for chunk in provider.stream(req, resp):
+                for chunk in map(valid_text, provider.stream(req, resp)):
                     (thinking if isinstance(chunk, ThinkingChunk) else text).append(chunk)
                     if self._abort.is_set():
                         raise Aborted(resp)
