@@ -83,6 +83,9 @@ def paths_for(tasks_path: Path | None, out: str | Path | None) -> tuple[Path, Pa
             tasks_path.name
         out = tasks_path.with_name(f"{stem}.results.jsonl")
     out = Path(out).expanduser().absolute()
+    if tasks_path is not None and out.resolve() == tasks_path.resolve():
+        raise ConfigError(None, "--out", f"{out} is the tasks file: the results would be "
+                          "written into it; give another results file")
     base = out.name[:-len(".jsonl")] if out.name.endswith(".jsonl") else out.name
     return out, out.with_name(f"{base}.work")
 

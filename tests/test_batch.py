@@ -7,6 +7,7 @@ driver runs in this process, the workers are real processes.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -57,6 +58,18 @@ def test_a_bad_task_exits_2_naming_its_line_before_anything_runs(tmp_path, home,
     assert f"{tasks}: {where}" in err and words in err and "Traceback" not in err
     assert llm_server.requests == [] and not (tmp_path / "tasks.results.jsonl").exists()
     assert not (home / "sessions").exists()
+
+
+def test_results_into_the_tasks_file_exit_2_naming_out(tmp_path, home, cfg, llm_server,
+                                                       capsys):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(1)} go"}])
+    before = tasks.read_text()
+    (tmp_path / "link.jsonl").symlink_to(tasks)
+    for out in (str(tasks), os.path.relpath(tasks), str(tmp_path / "link.jsonl")):
+        assert batch(tasks, cfg, "--out", out) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("ga: --out: ") and "is the tasks file" in err
+    assert tasks.read_text() == before and llm_server.requests == []
 
 
 def test_a_missing_key_for_the_batch_model_exits_2_before_anything_runs(tmp_path, home,
