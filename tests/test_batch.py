@@ -44,6 +44,8 @@ def batch(tasks_file, cfg, *extra, model="p"):
     (['{"task": "a"}', '{"task": "b", "model": "nope"}'], "line 2: model", "nope"),
     (['{"task": "a", "model": "text_only", "images": ["pic.png"]}'], "line 1: images",
      "cannot see images"),
+    (['{"task": "a", "id": "x\\ud800"}'], "line 1: id", "half of a UTF-16 surrogate pair"),
+    (['{"task": "a"}', '{"task": "b\\udc00c"}'], "line 2: task", "surrogate pair"),
 ])
 def test_a_bad_task_exits_2_naming_its_line_before_anything_runs(tmp_path, home, cfg,
                                                                 llm_server, capsys, lines,
@@ -112,6 +114,20 @@ def test_each_task_gets_a_result_line_a_fresh_folder_and_a_listed_session(
     listed = {json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()}
     assert {one["session"], got[2]["session"]} <= listed
     assert "done one" in err and "batch: 2 done" in err
+
+
+def test_ids_too_long_for_a_file_name_get_short_distinct_folders(tmp_path, home, cfg,
+                                                                 llm_server):
+    long = "a" * 300  # over the 255 bytes a file name may have
+    llm_server.answer(tag(1), code("pwd > where.txt"), answer("ok"))
+    llm_server.answer(tag(2), code("pwd > where.txt"), answer("ok"))
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(1)} go", "id": long},
+                                                   {"task": f"{tag(2)} go", "id": long + "b"}])
+    assert batch(tasks, cfg) == 0
+    assert {r["status"] for r in results(tmp_path / "tasks.results.jsonl")} == {"done"}
+    folders = sorted((tmp_path / "tasks.results.work").iterdir())
+    assert len(folders) == 2 and all(len(f.name) < 120 for f in folders)
+    assert all((f / "where.txt").read_text().strip() == str(f) for f in folders)
 
 
 def test_json_prints_each_result_line_on_stdout_as_the_file_has_it(tmp_path, home, cfg,
