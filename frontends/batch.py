@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable
 
 from llmcore.base import ConfigError
 
-from .batch_input import check_setup, load_tasks, tasks_from_list
+from .batch_input import check_setup, jsonl_lines, load_tasks, tasks_from_list
 from .batch_task import FINAL, RETRYABLE, record
 from .batch_view import BatchState, BatchView, summary_lines
 from .signals import STOPS, describe
@@ -83,6 +83,9 @@ def paths_for(tasks_path: Path | None, out: str | Path | None) -> tuple[Path, Pa
             tasks_path.name
         out = tasks_path.with_name(f"{stem}.results.jsonl")
     out = Path(out).expanduser().absolute()
+    if tasks_path is not None and out.resolve() == tasks_path.resolve():
+        raise ConfigError(None, "--out", f"{out} is the tasks file: the results would be "
+                          "written into it; give another results file")
     base = out.name[:-len(".jsonl")] if out.name.endswith(".jsonl") else out.name
     return out, out.with_name(f"{base}.work")
 
@@ -92,7 +95,7 @@ def read_results(out: Path) -> dict[str, dict]:
     """The latest result of each id in ``out`` (a torn or unreadable line is skipped)."""
     latest: dict[str, dict] = {}
     try:
-        lines = out.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = jsonl_lines(out.read_text(encoding="utf-8", errors="replace"))
     except FileNotFoundError:
         return latest
     except OSError as e:

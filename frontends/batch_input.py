@@ -20,6 +20,7 @@ from llmcore.base import ConfigError, unknown_key
 FIELDS = ("task", "id", "cwd", "model", "max_turns", "max_tokens", "images", "context")
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 NAME_HASH_CHARS = 8  # a folder name changed to be safe gets this much of the id's hash
+FOLDER_NAME_CHARS = 100  # a longer id's folder name is cut (file names end at 255 bytes)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace | int:
@@ -107,7 +108,7 @@ def load_tasks(path: Path, work: Path) -> list[dict]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(str(path), None, f"cannot read the tasks: {e}") from None
     items = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(jsonl_lines(text), 1):
         if not line.strip():
             continue
         try:
@@ -116,6 +117,12 @@ def load_tasks(path: Path, work: Path) -> list[dict]:
             raise ConfigError(str(path), f"line {n}", f"not JSON: {e.msg} (column {e.colno})"
                               ) from None
     return check_tasks(items, path.parent, work, str(path), "line")
+
+
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text: cut at "\\n" only (a JSON string may hold U+2028, U+0085
+    and the like raw, where ``str.splitlines`` would cut too), a trailing "\\r" dropped."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 def tasks_from_list(tasks: list, base: Path, work: Path) -> list[dict]:
@@ -147,9 +154,13 @@ def check_task(raw: Any, n: int, base: Path, work: Path, where: str, at: str) ->
 
     if not isinstance(raw, dict):
         raise ConfigError(where, at, 'expected a JSON object such as {"task": "..."}')
-    for key in raw:
+    for key, value in raw.items():
         if key not in FIELDS:
             raise unknown_key(where, f"{at}: {key}", str(key), FIELDS)
+        if not _storable(value):
+            raise ConfigError(where, f"{at}: {key}", "holds half of a UTF-16 surrogate pair "
+                              "(an escape such as \\ud800 alone), which is no text; write the "
+                              "whole character")
     task = raw.get("task")
     if not isinstance(task, str) or not task.strip():
         raise ConfigError(where, f"{at}: task", "missing: the task text (a string)")
@@ -180,6 +191,17 @@ def check_task(raw: Any, n: int, base: Path, work: Path, where: str, at: str) ->
     return spec
 
 
+def _storable(value: Any) -> bool:
+    """Whether the text of ``value`` (a string, or a list of them) can be written as UTF-8."""
+    for item in value if isinstance(value, list) else [value]:
+        try:
+            if isinstance(item, str):
+                item.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    return True
+
+
 def _text(raw: dict, key: str, where: str, at: str) -> str | None:
     value = raw.get(key)
     if value is not None and (not isinstance(value, str) or not value.strip()):
@@ -208,14 +230,15 @@ def _images(raw: dict, base: Path, where: str, at: str) -> list[str]:
 
 
 def folder_name(task_id: Any) -> str:
-    """A task's folder under ``OUT.work``: the id when it is a safe name, else the id made
-    safe plus a piece of its hash (so two ids never share a folder)."""
+    """A task's folder under ``OUT.work``: the id when it is a safe name of at most
+    ``FOLDER_NAME_CHARS``, else the id made safe and cut there, plus a piece of its hash (so
+    two ids never share a folder)."""
     text = str(task_id)
     safe = SAFE_NAME.sub("_", text)
-    if safe == text and not text.startswith("."):
+    if safe == text and not text.startswith(".") and len(text) <= FOLDER_NAME_CHARS:
         return text
     digest = hashlib.sha256(text.encode()).hexdigest()[:NAME_HASH_CHARS]
-    return f"{safe.lstrip('.') or 'task'}-{digest}"
+    return f"{safe.lstrip('.')[:FOLDER_NAME_CHARS] or 'task'}-{digest}"
 
 
 # ---- the setup every task shares ---------------------------------------------------------

@@ -148,7 +148,8 @@ def run_task(spec: dict, common: dict, running: Running,
         fresh_folder(spec["cwd"])
     try:
         session = open_session(task_args(spec, common), Path(common["home"]), None,
-                               can_ask=False)  # nobody answers a batch task
+                               can_ask=False,  # nobody answers a batch task
+                               shared_tracer=True)  # one for the worker's tasks
     except ConfigError as e:
         return record(spec["id"], "failed", seconds=time.monotonic() - started, error=str(e))
     tally = Tally(send)

@@ -89,6 +89,9 @@ def read_literals(path: Path) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     except ValueError as e:  # a NUL byte
         raise ConfigError(str(path), None, f"not valid Python ({e}); nothing was imported") \
             from None
+    except (RecursionError, MemoryError):  # the parser's stack ran out
+        raise ConfigError(str(path), None, "not valid Python here (an expression nested too "
+                          "deeply to read); nothing was imported") from None
     values: dict[str, Any] = {}
     skipped: list[tuple[str, str]] = []
     for node in tree.body:

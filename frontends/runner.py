@@ -174,7 +174,8 @@ class Session:
 
     def __init__(self, agent: Any, home: Path, journal: Journal,
                  client_factory: Callable[[str], Any] | None = None,
-                 command: str = "ga", keep_cwd: bool = False) -> None:
+                 command: str = "ga", keep_cwd: bool = False,
+                 shared_tracer: bool = False) -> None:
         sweep_stale()  # temp dirs of runtimes killed with their watchdog (a glob, cheap)
         sweep_stale_locks(sessions_dir(home))  # and the session locks of killed runs
         self.agent = agent
@@ -185,7 +186,9 @@ class Session:
         self.keep_cwd = keep_cwd  # -C was given: a resumed session works there too
         agent.listeners.append(self._journal_event)
         self._watch_client(agent.llmclient)
-        self.tracer = tracing.start()  # None unless the OTEL_* variables ask for traces
+        # None unless the OTEL_* variables ask for traces; a batch task uses its worker's
+        self.shared_tracer = shared_tracer
+        self.tracer = tracing.shared() if shared_tracer else tracing.start()
         if self.tracer is not None:
             self.tracer.watch(agent)
         self.aborted = False
@@ -333,7 +336,7 @@ class Session:
         if self._worker is not None:
             self.agent.tasks.put(None)  # the worker ends after the task it is running
         self.journal.close()
-        if self.tracer is not None:
+        if self.tracer is not None and not self.shared_tracer:
             self.tracer.close()  # what is left is sent, waiting a moment at most
 
 

@@ -41,11 +41,12 @@ def session_folder(args, state: SessionState) -> None:
 
 
 def open_session(args, home: Path, state: SessionState | None, mcp_servers: tuple = (),
-                 can_ask: bool | None = None) -> Session:
+                 can_ask: bool | None = None, shared_tracer: bool = False) -> Session:
     """The agent, the journal (new, or the resumed one), the seed history and the token
     budget. A resumed session keeps its recorded model and folder unless ``-m``/``-C``
     is given. ``mcp_servers`` and ``can_ask`` go to ``make_agent`` (``ga acp``: the
-    editor's servers, and a person who answers)."""
+    editor's servers, and a person who answers); ``shared_tracer``: the process's tracer
+    (a batch task's), left open when the session closes."""
     from llmcore import make_client
     from llmcore.secrets import home_redactor
 
@@ -72,7 +73,8 @@ def open_session(args, home: Path, state: SessionState | None, mcp_servers: tupl
     session = Session(agent, home, journal,
                       lambda name: make_client(name, config_path=args.config, home=home,
                                                redactor=agent.redactor),
-                      command=resume_command(args), keep_cwd=keep_cwd)
+                      command=resume_command(args), keep_cwd=keep_cwd,
+                      shared_tracer=shared_tracer)
     agent.listeners.append(TokenBudget(agent, args.max_tokens, max_cost(args, client)))
     return session
 

@@ -111,7 +111,7 @@ class Tracer:
         span, spans.chat = spans.chat, None
         response = ctx.get("response")
         if response is None:
-            _failed(span, ctx.get("error"))
+            _failed(span, redact, ctx.get("error"))
             span.end()
             return
         usage = _usage_attrs(getattr(response, "usage", None))
@@ -148,9 +148,10 @@ class Tracer:
             return
         data = getattr(ctx.get("outcome"), "data", None)
         if ctx.get("error") is not None:
-            _failed(span, ctx["error"])
+            _failed(span, redact, ctx["error"])
         elif isinstance(data, dict) and data.get("status") in ERROR_STATUSES:
-            _failed(span, None, TOOL_ERROR, str(data.get("msg") or data.get("error") or ""))
+            _failed(span, redact, None, TOOL_ERROR,
+                    str(data.get("msg") or data.get("error") or ""))
         if self.capture:
             span.set_attribute("gen_ai.tool.call.result", redact.dumps(data))
         span.end()
@@ -161,7 +162,7 @@ class Tracer:
             return
         for span in [spans.chat, *spans.tools.values()]:  # left open by a failure
             if span is not None:
-                _failed(span, ctx.get("error"))
+                _failed(span, redact, ctx.get("error"))
                 span.end()
         attrs: dict[str, Any] = dict(spans.usage)
         if spans.cost is not None:
@@ -171,9 +172,9 @@ class Tracer:
                       "genericagent.task.turns": int(ctx.get("turn") or 0)})
         spans.task.set_attributes(attrs)
         if ctx.get("error") is not None:
-            _failed(spans.task, ctx["error"])
+            _failed(spans.task, redact, ctx["error"])
         elif result == "FAILED":
-            _failed(spans.task, None, "FAILED", _result_error(ctx["exit_reason"]))
+            _failed(spans.task, redact, None, "FAILED", _result_error(ctx["exit_reason"]))
         spans.task.end()
 
     def provider_event(self, agent: Any, event: dict) -> None:
@@ -232,14 +233,16 @@ def _usage_attrs(usage: Any) -> dict[str, int]:
             "gen_ai.usage.cache_creation.input_tokens": getattr(usage, "cache_write", 0)}
 
 
-def _failed(span: Any, error: BaseException | None, kind: str | None = None,
+def _failed(span: Any, redact: Any, error: BaseException | None, kind: str | None = None,
             message: str = "") -> None:
+    """Mark ``span`` failed: ``error.type`` and the status, its message through the redactor
+    (an error may quote a file, a command or a reply that holds a key)."""
     if error is not None:  # a provider's status (429, timeout) or the exception's type
         status = getattr(error, "status", None)
         kind = str(status) if status else type(error).__qualname__
         message = str(error)
     span.set_attribute("error.type", kind or "_OTHER")
-    span.set_status(Status(StatusCode.ERROR, message or None))
+    span.set_status(Status(StatusCode.ERROR, redact(message) or None))
 
 
 def _result(reason: Mapping[str, Any]) -> str:

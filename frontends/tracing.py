@@ -10,6 +10,7 @@ stdout). Message content is recorded only with
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -25,6 +26,7 @@ KNOWN_EXPORTERS = ("otlp", "console")
 INSTALL = 'pip install "genericagent[otel]"'
 GRPC_INSTALL = "pip install opentelemetry-exporter-otlp-proto-grpc"
 EXPORT_TIMEOUT_SECONDS = 1.0  # one export's wait for the endpoint, unless the variables say
+SHARED: dict[int, Any] = {}  # by pid: the one tracer of a process whose sessions share it
 
 
 # ---- whether, and where to ---------------------------------------------------------------
@@ -64,6 +66,18 @@ def start(env: Mapping[str, str] | None = None) -> Any:
     if not exporters:
         return None
     return Tracer(exporters, capture=env.get(CAPTURE_VAR, "").strip().lower() == "true")
+
+
+def shared() -> Any:
+    """The tracer every session of this process shares (``start()``'s, or None), closed when
+    the process exits: a batch worker runs task after task, and a tracer closed after each
+    would wait on the exporter every time. Kept by pid: a forked child starts its own."""
+    pid = os.getpid()
+    if pid not in SHARED:
+        SHARED[pid] = tracer = start()
+        if tracer is not None:
+            atexit.register(tracer.close)
+    return SHARED[pid]
 
 
 def _asked(env: Mapping[str, str]) -> str:

@@ -12,6 +12,7 @@ import functools
 import json
 import logging
 import math
+import re
 import socket
 import threading
 import time
@@ -30,6 +31,8 @@ RECUT_SECONDS = 0.1  # after the deadline, try to cut the stream again this ofte
 WATCHDOG_IDLE = 30.0  # the deadline thread ends after this many seconds with no request
 BODY_PEEK_BYTES = 65536  # of an answer that is no event stream, read to report it
 NO_KEY = "no-key"  # the SDKs need a string where no key is sent; plainly not a key
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # half a UTF-16 pair: no writer stores it
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # one in JSON text, when parsed
 
 
 @dataclass
@@ -303,3 +306,35 @@ def json_body(params: dict[str, Any], built: dict[str, str]) -> bytes:
 def json_list(items: list[str]) -> str:
     """A JSON list of items already serialised (empty ones left out)."""
     return f"[{','.join(item for item in items if item)}]"
+
+
+def valid_text(text: str) -> str:
+    """``text`` as every writer can store it: a lone surrogate (a reply's JSON may escape one,
+    ``"\\ud800"``) becomes U+FFFD; a ``ThinkingChunk`` stays one."""
+    if LONE_SURROGATE.search(text) is None:
+        return text
+    return type(text)(LONE_SURROGATE.sub("\ufffd", text))
+
+
+def valid_arguments(raw: str) -> str:
+    """A call's JSON arguments as ``valid_text``, and with no lone surrogate once parsed:
+    arguments that escape one are written again with U+FFFD there, others stay as made."""
+    raw = valid_text(raw)
+    if SURROGATE_ESCAPE.search(raw) is None:
+        return raw
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw  # not JSON: the call fails as such, with this text
+    clean = _valid_data(value)
+    return raw if clean == value else json.dumps(clean, ensure_ascii=False)
+
+
+def _valid_data(value: Any) -> Any:
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, list):
+        return [_valid_data(v) for v in value]
+    if isinstance(value, dict):
+        return {valid_text(k): _valid_data(v) for k, v in value.items()}
+    return value

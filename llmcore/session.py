@@ -36,7 +36,16 @@ from .history import (
     task_index,
 )
 from .logs import SessionLog
-from .provider import Deadline, ListMemo, Request, Watchdog, estimate_usage, tools_chars
+from .provider import (
+    Deadline,
+    ListMemo,
+    Request,
+    Watchdog,
+    estimate_usage,
+    tools_chars,
+    valid_arguments,
+    valid_text,
+)
 from .retry import Aborted, ProviderFailure, TurnBudget, classify, retrying
 from .secrets import Redactor
 from .textmode import ToolPrompt, parse_calls, render_message
@@ -206,12 +215,30 @@ class LLMSession:
         except LLMError as err:
             self.log.note(f"error: {err}")
             self._drop_unanswered()
+            self._count_lost()
             raise
         resp.usage.add(self._lost)  # their tokens were spent too (--max-tokens counts them)
         self.total_usage.add(resp.usage)
         self.log.response(resp)
         self.history.append(self._assistant_blocks(resp))
         return resp
+
+    def _count_lost(self) -> None:
+        """A turn that failed for good still spent what its broken attempts made: counted,
+        and told as a ``usage`` event (the task's tokens, cost and budgets include it)."""
+        lost = self._lost
+        if not (lost.input or lost.output):
+            return
+        self.total_usage.add(lost)
+        event = {"type": "usage", "input": lost.input, "cached": lost.cached,
+                 "output": lost.output}
+        if lost.cache_write:
+            event["cache_write"] = lost.cache_write
+        if lost.estimated:
+            event["estimated"] = True
+        if lost.cost is not None:
+            event["cost"] = lost.cost
+        self._event(event)
 
     def _chat_members(self, tools: list[dict] | None) -> ChatStream:
         """The active profile, then (``mixin``) the others in turn until one answers."""
@@ -256,7 +283,10 @@ class LLMSession:
             try:
                 return (yield from self._with_retries(tools, budget, forced))
             except Aborted as ab:
-                return ab.partial or LLMResponse(stop_reason="aborted")
+                if ab.partial is None:
+                    return LLMResponse(stop_reason="aborted")
+                ab.partial.usage = priced(ab.partial.usage, self.profile)  # spent, so paid
+                return ab.partial
             except ProviderFailure as pf:
                 fail = pf.failure
                 if fail.context_length and not forced:
@@ -363,6 +393,9 @@ class LLMSession:
             resp.tool_calls = parse_calls(resp.content, self._turn, names)
             if resp.tool_calls and resp.stop_reason != "max_tokens":  # a cut call stays "cut"
                 resp.stop_reason = "tool_use"
+        for call in resp.tool_calls:  # text every writer can store, parsed too
+            call.function.name = valid_text(call.function.name)
+            call.function.arguments = valid_arguments(call.function.arguments)
         if not (resp.usage.input or resp.usage.output):
             resp.usage = estimate_usage(req, resp, self._size, self._tools_size)
         resp.usage = priced(resp.usage, req.profile)  # by the profile that served it (failover)
@@ -376,7 +409,7 @@ class LLMSession:
         thinking: list[str] = []
         try:
             with deadline:
-                for chunk in provider.stream(req, resp):
+                for chunk in map(valid_text, provider.stream(req, resp)):
                     (thinking if isinstance(chunk, ThinkingChunk) else text).append(chunk)
                     if self._abort.is_set():
                         raise Aborted(resp)

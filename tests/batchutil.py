@@ -51,7 +51,8 @@ def code(script: str, **kw) -> Reply:
 def results(path: Path) -> list[dict]:
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = path.read_text(encoding="utf-8").split("\n")  # JSON text may hold U+2028 raw
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def by_id(path: Path) -> dict:

@@ -7,6 +7,7 @@ driver runs in this process, the workers are real processes.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -43,6 +44,8 @@ def batch(tasks_file, cfg, *extra, model="p"):
     (['{"task": "a"}', '{"task": "b", "model": "nope"}'], "line 2: model", "nope"),
     (['{"task": "a", "model": "text_only", "images": ["pic.png"]}'], "line 1: images",
      "cannot see images"),
+    (['{"task": "a", "id": "x\\ud800"}'], "line 1: id", "half of a UTF-16 surrogate pair"),
+    (['{"task": "a"}', '{"task": "b\\udc00c"}'], "line 2: task", "surrogate pair"),
 ])
 def test_a_bad_task_exits_2_naming_its_line_before_anything_runs(tmp_path, home, cfg,
                                                                 llm_server, capsys, lines,
@@ -57,6 +60,18 @@ def test_a_bad_task_exits_2_naming_its_line_before_anything_runs(tmp_path, home,
     assert f"{tasks}: {where}" in err and words in err and "Traceback" not in err
     assert llm_server.requests == [] and not (tmp_path / "tasks.results.jsonl").exists()
     assert not (home / "sessions").exists()
+
+
+def test_results_into_the_tasks_file_exit_2_naming_out(tmp_path, home, cfg, llm_server,
+                                                       capsys):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(1)} go"}])
+    before = tasks.read_text()
+    (tmp_path / "link.jsonl").symlink_to(tasks)
+    for out in (str(tasks), os.path.relpath(tasks), str(tmp_path / "link.jsonl")):
+        assert batch(tasks, cfg, "--out", out) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("ga: --out: ") and "is the tasks file" in err
+    assert tasks.read_text() == before and llm_server.requests == []
 
 
 def test_a_missing_key_for_the_batch_model_exits_2_before_anything_runs(tmp_path, home,
@@ -101,6 +116,20 @@ def test_each_task_gets_a_result_line_a_fresh_folder_and_a_listed_session(
     assert "done one" in err and "batch: 2 done" in err
 
 
+def test_ids_too_long_for_a_file_name_get_short_distinct_folders(tmp_path, home, cfg,
+                                                                 llm_server):
+    long = "a" * 300  # over the 255 bytes a file name may have
+    llm_server.answer(tag(1), code("pwd > where.txt"), answer("ok"))
+    llm_server.answer(tag(2), code("pwd > where.txt"), answer("ok"))
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(1)} go", "id": long},
+                                                   {"task": f"{tag(2)} go", "id": long + "b"}])
+    assert batch(tasks, cfg) == 0
+    assert {r["status"] for r in results(tmp_path / "tasks.results.jsonl")} == {"done"}
+    folders = sorted((tmp_path / "tasks.results.work").iterdir())
+    assert len(folders) == 2 and all(len(f.name) < 120 for f in folders)
+    assert all((f / "where.txt").read_text().strip() == str(f) for f in folders)
+
+
 def test_json_prints_each_result_line_on_stdout_as_the_file_has_it(tmp_path, home, cfg,
                                                                    llm_server, capsys):
     llm_server.answer(tag(1), answer("first"))
@@ -141,6 +170,30 @@ def test_an_interrupted_task_is_not_final_and_runs_again(tmp_path, home, cfg, ll
     lines = out.read_text().splitlines()
     assert len(lines) == 3 and lines[1] == '{"id": "a", "st'  # ended, not continued
     assert json.loads(lines[2])["status"] == "done"
+
+
+def test_a_finished_answer_holding_a_line_separator_is_not_run_again(tmp_path, home, cfg,
+                                                                      llm_server):
+    llm_server.answer(tag(1), answer("one\u2028two\u2029three\x85four"))
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(1)} go", "id": "a"}])
+    out = tmp_path / "tasks.results.jsonl"
+    assert batch(tasks, cfg) == 0
+    assert "\u2028" in out.read_text(encoding="utf-8")  # written raw, as JSON allows
+    assert batch(tasks, cfg) == 0
+    assert len(llm_server.requests_for(tag(1))) == 1  # finished: skipped, not run again
+    assert [r["answer"] for r in results(out)] == ["one\u2028two\u2029three\x85four"]
+
+
+def test_a_task_line_holding_a_raw_line_separator_is_one_line(tmp_path, home, cfg, llm_server):
+    llm_server.answer(tag(1), answer("ok"))
+    llm_server.answer(tag(2), answer("ok"))
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"task": f"{tag(1)} a\u2028b\x85c"}, ensure_ascii=False)
+                     + "\r\n" + json.dumps({"task": f"{tag(2)} d"}) + "\r\n", encoding="utf-8")
+    assert batch(tasks, cfg) == 0
+    assert sorted(r["id"] for r in results(tmp_path / "tasks.results.jsonl")) == [1, 2]  # by line
+    sent = llm_server.requests_for(tag(1))[0]["body"]
+    assert f"{tag(1)} a\u2028b\x85c" in json.dumps(sent, ensure_ascii=False)
 
 
 # ---- 5. limits and per-task settings ------------------------------------------------------
@@ -187,6 +240,21 @@ def test_max_tokens_total_stops_starting_tasks_and_a_rerun_goes_on(tmp_path, hom
     assert llm_server.requests_for(tag(3)) == []
     assert batch(tasks, cfg, "--workers", "1") == 0
     assert [r["id"] for r in results(tmp_path / "tasks.results.jsonl")] == [1, 2, 3, 4]
+
+
+def test_a_task_failing_after_a_broken_attempt_reports_what_it_spent(tmp_path, home,
+                                                                     llm_server, capsys):
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "m", "max_retries": 1,
+                                            "price": {"input": 1e6, "output": 1e6}})
+    llm_server.answer(tag(1), Reply(text="<summary>s</summary>" + "y" * 400, drop_after=40),
+                      Reply(status=500))
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"task": f"{tag(1)} go"}])
+    assert batch(tasks, cfg) == 1
+    got = by_id(tmp_path / "tasks.results.jsonl")[1]
+    spent = got["tokens"]["input"] + got["tokens"]["output"]
+    assert got["status"] == "failed" and got["tokens"]["output"] > 0
+    assert got["cost"] == pytest.approx(spent)  # a dollar a token
+    assert f"1 failed · {spent:,} tokens" in capsys.readouterr().err
 
 
 def test_rpm_counts_every_request_of_every_worker_retries_included(tmp_path, home, llm_server,

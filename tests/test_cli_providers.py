@@ -41,6 +41,31 @@ def test_tool_task_end_to_end_through_each_provider(home, tmp_path, llm_server, 
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("tool_mode", ["native", "text"])
+def test_a_lone_surrogate_in_a_reply_becomes_a_replacement_character(home, tmp_path,
+                                                                     llm_server, kind,
+                                                                     tool_mode, capsys):
+    cfg = write_config(home, llm_server, p={"provider": kind, "model": "m",
+                                            "tool_mode": tool_mode})
+    args = json.dumps({"path": "out.txt", "content": "x\ud800y"})  # escaped in the JSON
+    assert "\\ud800" in args
+    call = f'<tool_use>{{"name": "file_write", "arguments": {args}}}</tool_use>'
+    first = Reply(text="<summary>write\ud800</summary>",
+                  tool_calls=[("file_write", args)] if tool_mode == "native" else [])
+    if tool_mode == "text":
+        first.text += call
+    llm_server.queue(first, Reply(text="bad \ud800 char"))
+    code = main(["-m", "p", "--config", cfg, "write the file"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.endswith("bad \ufffd char\n") and "failed" not in err
+    assert (tmp_path / "work" / "out.txt").read_text() == "x\ufffdy"
+    journal = next((home / "sessions").glob("*.jsonl")).read_text(encoding="utf-8")
+    assert "bad \ufffd char" in journal and '"type": "task_end"' in journal
+    assert "bad \ufffd char" in next((home / "logs").glob("llm-*.log")).read_text()
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_provider_failure_exits_1_with_one_clear_line(home, llm_server, kind, capsys):
     cfg = write_config(home, llm_server, p={"provider": kind, "model": "m", "api_key": KEY,
                                             "max_retries": 1})

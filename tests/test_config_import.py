@@ -214,8 +214,10 @@ def test_out_writes_another_file_and_says_how_to_use_it(mykey, home, tmp_path, c
 
 @pytest.mark.parametrize(("text", "message"), [
     ("native_claude_config = {'apikey': 'k'\n", "not valid Python (line 1"),
+    ("native_claude_config = " + "1+" * 20_000 + "1\n", "nested too deeply"),
+    ("native_claude_config = " + "-" * 100_000 + "1\n", "nested too deeply"),
     ("tg_bot_token = 'abc'\n", "no model session to import"),
-])
+], ids=["unclosed", "sum-too-deep", "minus-too-deep", "no-session"])
 def test_a_file_with_nothing_to_import_writes_nothing(tmp_path, home, text, message, capsys):
     path = tmp_path / "mykey.py"
     path.write_text(text, encoding="utf-8")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from genutil import drain
 from llm_server import GO, Reply, llm_server, run_chat, write_config
 
 import llmcore
@@ -139,3 +140,40 @@ def test_costs_read_as_dollars():
     assert format_usd(0.000042) == "$0.000042"
     assert format_usd(0.009) == "$0.0090"
     assert format_usd(0) == "$0.0000"
+
+
+def test_a_turn_that_fails_after_a_broken_attempt_counts_and_prices_what_it_spent(home,
+                                                                                 llm_server):
+    from ga import GenericAgent
+
+    dollar_a_token = {"input": 1e6, "output": 1e6}
+    path = write_config(home, llm_server, p={"provider": "openai", "model": "m",
+                                             "max_retries": 1, "price": dollar_a_token})
+    client = llmcore.make_client("p", config_path=path, home=home)
+    agent = GenericAgent(client, home=home, cwd=".")
+    client.on_event = agent.provider_event  # as a session wires it
+    llm_server.queue(Reply(text="<summary>s</summary>" + "y" * 400, drop_after=40),
+                     Reply(status=500))
+    events = list(agent.run_task("go"))
+    usage = [e for e in events if e["type"] == "usage"]
+    assert len(usage) == 1 and events[-1]["type"] == "task_end"
+    assert events[-1]["result"] == "FAILED" and events.index(usage[0]) < len(events) - 1
+    spent = usage[0]["input"] + usage[0]["output"]
+    assert usage[0]["output"] > 0 and usage[0]["estimated"] is True  # the broken reply's text
+    assert usage[0]["cost"] == pytest.approx(spent) and events[-1]["cost"] == pytest.approx(spent)
+    assert client.total_usage.total == spent
+
+
+def test_an_aborted_reply_is_priced_by_the_tokens_it_had_reported(home, llm_server):
+    path = write_config(home, llm_server, p={"provider": "anthropic", "model": "claude-x",
+                                             "price": PRICE})
+    client = llmcore.make_client("p", config_path=path, home=home)
+    llm_server.queue(Reply(text="a" * 400, usage=(1000, 0, 40)))
+    gen = client.chat([{"role": "system", "content": "S"}, *GO])
+    assert next(gen) == "aaaa"
+    client.abort()  # after message_start told the input tokens
+    _, resp = drain(gen)
+    assert resp.stop_reason == "aborted" and resp.usage.input == 1000
+    cost = (1000 * 3 + resp.usage.output * 15) / 1e6
+    assert resp.usage.cost == pytest.approx(cost)
+    assert client.total_usage.cost == pytest.approx(cost)

@@ -138,6 +138,25 @@ def test_a_model_that_fails_marks_its_request_and_task(home):
     assert task.attributes["genericagent.task.result"] == "FAILED"
 
 
+def test_an_error_holding_a_secret_reaches_no_span_unredacted(home):
+    from pathlib import Path
+
+    Path("settings.env").write_text(f"A=1\nAPI_KEY={SECRET}\n")
+    patch = {"path": "settings.env", "old_content": "API_KEY=hunter2-typo", "new_content": "x"}
+    steps = [{"text": "<summary>p</summary>",
+              "tool_calls": [{"name": "file_patch", "args": patch}]},
+             {"raise": f"upstream echoed {SECRET}", "status": 500}]
+    agent, spans = traced(home, ScriptedClient(steps), redactor=Redactor([SECRET]))
+    assert list(agent.run_task("patch it"))[-1]["result"] == "FAILED"
+    found = spans()
+    tool = by_name(found, "execute_tool file_patch")[0]
+    assert "old_content was not found" in tool.status.description  # the file's lines quoted
+    assert "upstream echoed" in by_name(found, "chat scripted")[1].status.description
+    assert "upstream echoed" in by_name(found, "invoke_agent GenericAgent")[0].status.description
+    assert all(SECRET not in (s.status.description or "") for s in found)
+    assert SECRET not in json.dumps([dict(s.attributes) for s in found])
+
+
 def test_retries_and_switches_are_events_of_the_request(home, llm_server):
     path = write_config(home, llm_server,
                         first={"provider": "anthropic", "model": "claude-x", "max_retries": 1},

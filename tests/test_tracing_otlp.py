@@ -174,3 +174,21 @@ def test_an_endpoint_that_does_not_answer_costs_one_line_and_the_run_goes_on(hom
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"ga: tracing: spans could not be sent to {endpoint}/v1/traces (")
     assert lines[0].endswith("check that a collector listens there (OTEL_EXPORTER_OTLP_ENDPOINT)")
+
+
+def test_the_tasks_of_a_batch_worker_share_one_tracer_sent_when_it_exits(home, tmp_path,
+                                                                         llm_server, receiver):
+    receiver.spans.clear()
+    receiver.content_types.clear()
+    cfg = write_config(home, llm_server, p={"provider": "openai", "model": "test-model"})
+    llm_server.queue(*[Reply(text=f"answer {n}") for n in range(3)])
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"task": f"task {n}"}) + "\n" for n in range(3)))
+    done = ga(home, "batch", str(tasks), "--config", cfg, "-m", "p", "--workers", "1",
+              OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
+              OTEL_BSP_SCHEDULE_DELAY="600000")  # nothing sent on schedule: only at the end
+    assert done.returncode == 0, done.stderr
+    tasks = [span for _, span in receiver.spans if span.name == "invoke_agent GenericAgent"]
+    assert len({span.trace_id for span in tasks}) == 3
+    # one export, when the worker exited (a tracer per task would shut down after each)
+    assert len(receiver.content_types) == 1
