@@ -102,7 +102,7 @@ def load_tasks(path: Path, work: Path) -> list[dict]:
     """The tasks of a JSONL file; a relative ``cwd`` or image path is taken from the file's
     folder."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(str(path), None, "tasks file not found") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -189,7 +189,8 @@ def test_a_task_line_holding_a_raw_line_separator_is_one_line(tmp_path, home, cf
     llm_server.answer(tag(2), answer("ok"))
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps({"task": f"{tag(1)} a\u2028b\x85c"}, ensure_ascii=False)
-                     + "\r\n" + json.dumps({"task": f"{tag(2)} d"}) + "\r\n", encoding="utf-8")
+                     + "\r\n" + json.dumps({"task": f"{tag(2)} d"}) + "\r\n",
+                     encoding="utf-8-sig")  # as a Windows editor saves it: a BOM, CRLF
     assert batch(tasks, cfg) == 0
     assert sorted(r["id"] for r in results(tmp_path / "tasks.results.jsonl")) == [1, 2]  # by line
     sent = llm_server.requests_for(tag(1))[0]["body"]
