@@ -59,12 +59,12 @@ from memory.working import (
 )
 from tools import clip, files, web
 from tools.approval import Approvals, with_escalation
-from tools.code_run import last_code_block
+from tools.code_run import code_to_run
 from tools.fsutil import atomic_write, take_text
 from tools.guard import Guard
 from tools.inline_eval import run_inline
 from tools.sandbox import Sandbox
-from tools.spec import tool, tools_schema
+from tools.spec import call_args, tool, tools_schema
 from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env
 from tools.web import execute, scan
 from tools.web.browser import Browser
@@ -124,8 +124,10 @@ class GenericAgentHandler(BaseHandler):
     def gate(self, tool_name: str, args: dict, response: Any, call_id: str = ""):
         """Before every tool: ask the person when the approval mode says so (SPEC §11)."""
         reply = getattr(response, "content", "") or ""
+        method = getattr(self, f"do_{tool_name}", None)
         refused = yield from self.guard.gate(tool_name, args, call_id, reply,
-                                             waits=self.parent.events.sink is not None)
+                                             waits=self.parent.events.sink is not None,
+                                             bind=functools.partial(call_args, method))
         return None if refused is None else StepOutcome(refused, "\n")
 
     def _anchor(self, index: int) -> str:
@@ -148,7 +150,7 @@ class GenericAgentHandler(BaseHandler):
             inline_eval: Run python inside the agent (`handler`, `agent` in scope); returns
                 what it prints. Start no processes from it.
         """
-        code = script or last_code_block(getattr(response, "content", "") or "", type)
+        code = code_to_run(script, type, getattr(response, "content", "") or "")
         if not code:
             return StepOutcome({"status": "error", "msg": self.t("code_missing", type=type)},
                                next_prompt="\n")
@@ -226,11 +228,11 @@ class GenericAgentHandler(BaseHandler):
         self.guard.check_write(p)
         action = "Create" if mode == "overwrite" and not p.exists() else mode.capitalize()
         yield f"[Action] {action} file: {path}\n"
-        body = content or files.content_from_reply(getattr(response, "content", "") or "")
-        if body is None and content is None:
+        body = files.write_content(content, getattr(response, "content", "") or "")
+        if body is None:
             return StepOutcome({"status": "error", "msg": self.t("content_missing")},
                                next_prompt="\n")
-        result = files.file_write(p, files.expand_file_refs(body or "", self.cwd), mode)
+        result = files.file_write(p, files.expand_file_refs(body, self.cwd), mode)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool

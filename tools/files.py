@@ -331,6 +331,15 @@ def _expand_ref(spec: str, base: Path) -> str:
     return "\n".join(lines[first - 1 : last])
 
 
+def write_content(content: str | None, reply: str) -> str | None:
+    """What file_write writes: ``content``, else (missing or empty) the reply's last
+    ``<file_content>`` or fenced block; None when there is none at all."""
+    if content:
+        return content
+    found = content_from_reply(reply)
+    return content if found is None else found
+
+
 def content_from_reply(text: str) -> str | None:
     """The last ``<file_content>`` block of a reply, else its last fenced block, else None."""
     blocks = FILE_CONTENT_RE.findall(text or "")

@@ -3,8 +3,8 @@ call, the file tools' write rule and code_run's confinement.
 
     guard = Guard(sandbox, approvals, workspace, memory_dir, resolve=…, env=…, redact=…,
                   abort=…)
-    refusal = yield from guard.gate(tool, args, call_id, reply, waits)  # None: the call runs
-    guard.check_write(path)                                              # ToolError outside
+    refusal = yield from guard.gate(tool, args, call_id, reply, waits, bind)  # None: it runs
+    guard.check_write(path)                                                   # ToolError outside
     result = yield from guard.run_code(code, "python", 60, run_dir, budget)
 
 The modes are the session's objects (``/sandbox`` and ``/approval`` change them in place);
@@ -13,6 +13,7 @@ a call approved to leave the sandbox (``escalate``) is ``escalated`` until the n
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Callable, Generator
@@ -41,21 +42,25 @@ class Guard:
         self.abort = abort
         self.escalated = False  # the call running now was approved to run outside the sandbox
 
-    def gate(self, tool: str, args: dict, call_id: str, reply: str,
-             waits: bool) -> Generator[dict, None, dict | None]:
+    def gate(self, tool: str, args: dict, call_id: str, reply: str, waits: bool,
+             bind: Callable[[dict], dict | None] = dict) -> Generator[dict, None, dict | None]:
         """Before every call: ask the person when the approval mode says so. Returns the
         refusal that answers the call, or None to run it. ``waits``: someone else answers
-        the question (the task runs on the agent's worker)."""
+        the question (the task runs on the agent's worker); ``bind``: the arguments the
+        tool will run with (``tools.spec.call_args``)."""
 
-        def ask(why: str, reason: str) -> ApprovalRequest:
+        def ask(why: str, reason: str, view: dict) -> ApprovalRequest:
+            target = None
+            if tool in ("file_write", "file_patch"):
+                target = Path(os.path.realpath(self.resolve(str(view.get("path") or ""))))
             return question(
-                tool, args, call_id, why, reason, reply=reply, resolve=self.resolve,
-                js=lambda script: resolve_script(script, reply, self.workspace),
+                tool, view, call_id, why, reason, reply=reply, base=self.workspace,
+                target=target, js=lambda script: resolve_script(script, reply, self.workspace),
                 redact=self.redact)
 
         verdict = yield from self.approvals.gate(
             tool, args, call_id, confining=self.sandbox.confining, sandbox=self.sandbox.mode,
-            ask=ask, reply=reply, abort=self.abort, waits=waits)
+            ask=ask, reply=reply, abort=self.abort, waits=waits, bind=bind)
         self.escalated = verdict.escalated
         return verdict.outcome
 
