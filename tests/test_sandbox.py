@@ -137,6 +137,31 @@ def test_full_access_and_yolo_write_anywhere_as_before(places, tmp_path, options
     assert "sandbox" not in results[0]
 
 
+PLANTED = """try:
+    open({target!r}, "w").write("escaped")
+    print("{name} wrote outside")
+except OSError:
+    print("{name} ran confined")
+"""
+
+
+def test_modules_planted_for_python_start_up_run_confined_or_not_at_all(
+        mechanism, places, tmp_path):
+    home, outside = places["home"], places["outside"]
+    site = PLANTED.format(target=str(outside / "site.txt"), name="sitecustomize")
+    module = PLANTED.format(target=str(outside / "ctypes.txt"), name="ctypes.py")
+    proc, results = ga(tmp_path, turn(
+        {"name": "file_write", "args": {"path": str(home / "memory" / "sitecustomize.py"),
+                                        "content": site}},  # the memory folder: on PYTHONPATH
+        {"name": "file_write", "args": {"path": "ctypes.py", "content": module}},
+        code("import ctypes\nprint('ctypes from', ctypes.__file__)", "python")))
+    assert proc.returncode == 0, proc.stderr
+    out = results[2]["stdout"]
+    assert "sitecustomize ran confined" in out and "wrote outside" not in out, out
+    assert "ctypes.py ran" not in out and f"ctypes from {Path.cwd()}" not in out, out
+    assert sorted(p.name for p in outside.iterdir()) == ["doomed.txt", "keep.txt"]
+
+
 SIGNALS = """import os, signal, subprocess
 ga = int(os.environ["GA_TIE_DIR"].split("ga-run-")[1].split("-")[0])
 for name, pid in (("ga", ga), ("other", {victim})):

@@ -34,10 +34,13 @@ SETTINGS = ("sandbox", "approval", "writable_roots", "network")  # keys of confi
 TEMP_DIR = "tmp"  # in the runtime's private folder: the children's $TMPDIR
 TEMP_VARS = ("TMPDIR", "TMP", "TEMP")
 PROBE_SECONDS = 5  # a bubblewrap that cannot start a sandbox in this long is not used
-# the Landlock wrapper, run as `python -c LANDLOCK ARGS`: the module is imported, so its
-# compiled form is cached (a script named on the command line is compiled every time)
+# the Landlock wrapper, run as `python -I -S -c LANDLOCK ARGS`: the module is imported, so
+# its compiled form is cached (a script named on the command line is compiled every time);
+# isolated and without site, so nothing from the workspace, $PYTHONPATH (the writable
+# memory folder) or site-packages is imported before the process is confined
 LANDLOCK = ("import sys; sys.path.insert(0, {folder!r}); import landlock; del sys.path[0]; "
             "landlock.main(sys.argv[1:])").format(folder=str(Path(__file__).absolute().parent))
+ISOLATED = ("-I", "-S")  # the wrapper's interpreter: no environment, user site or site
 BWRAP_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--cap-drop", "ALL",
               "--unshare-pid", "--unshare-ipc", "--die-with-parent")
 BACKGROUND_HINTS = ("&", "nohup", "setsid", "disown", "Popen", "fork", "daemon")
@@ -157,8 +160,9 @@ class Confinement:
             opts = [x for path in self.writable for x in ("--write", path)]
             opts += [] if self.network else ["--no-net"]
             if python:
-                return [*argv[:-1], "-c", LANDLOCK, *opts, "--python", argv[-1]]
-            return [sys.executable, "-I", "-S", "-c", LANDLOCK, *opts, "--", *argv]
+                return [argv[0], *ISOLATED, *argv[1:-1], "-c", LANDLOCK, *opts, "--python",
+                        argv[-1]]
+            return [sys.executable, *ISOLATED, "-c", LANDLOCK, *opts, "--", *argv]
         if self.mechanism == "bwrap":
             binds = [x for path in self.writable for x in ("--bind-try", path, path)]
             net = [] if self.network else ["--unshare-net"]
