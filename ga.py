@@ -225,14 +225,15 @@ class GenericAgentHandler(BaseHandler):
         """
         files.refuse_folder_path(path)
         p = self.resolve(path)
-        self.guard.check_write(p)
+        self.guard.check_write(p)  # refused before anything is read; the write checks again
         action = "Create" if mode == "overwrite" and not p.exists() else mode.capitalize()
         yield f"[Action] {action} file: {path}\n"
         body = files.write_content(content, getattr(response, "content", "") or "")
         if body is None:
             return StepOutcome({"status": "error", "msg": self.t("content_missing")},
                                next_prompt="\n")
-        result = files.file_write(p, files.expand_file_refs(body, self.cwd), mode)
+        result = files.file_write(p, files.expand_file_refs(body, self.cwd), mode,
+                                  check=self.guard.check_write)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool
@@ -245,10 +246,11 @@ class GenericAgentHandler(BaseHandler):
             new_content: Replacement; {{file:path:start:end}} inserts those lines of a file.
         """
         p = self.resolve(path)
-        self.guard.check_write(p)
+        self.guard.check_write(p)  # refused before anything is read; the write checks again
         yield f"[Action] Patching file: {path}\n"
         result = files.file_patch(p, old_content, files.expand_file_refs(new_content, self.cwd),
-                                  abort=self.abort_event, base=self.cwd)
+                                  abort=self.abort_event, base=self.cwd,
+                                  check=self.guard.check_write)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool(aliases={"tab_id": "switch_tab_id"})
@@ -301,14 +303,14 @@ class GenericAgentHandler(BaseHandler):
             return StepOutcome({"status": "failed", "error": self.t("js_missing")},
                                next_prompt="\n")
         save_to = self.resolve(save_to_file) if save_to_file else None
-        if save_to is not None:
+        if save_to is not None:  # refused before the script runs; the save checks again
             self.guard.check_write(save_to)
         shown = squeeze(code, 60, self.parent.redactor)
         yield f"[Action] Running JavaScript in the browser: {shown}\n"
         result = execute.web_execute_js(
             self.parent.browser, code, switch_tab_id, no_monitor, timeout, self.abort_event,
             budget=web.reply_budget(web.EXEC_CHARS, self.parent.llmclient, response),
-            save_to=save_to)
+            save_to=save_to, check=self.guard.check_write)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool

@@ -5,6 +5,7 @@ worker, as the REPL's thread does (the terminal itself: test_approval_tty.py).""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -351,6 +352,26 @@ def test_an_escalated_edit_shows_where_a_symlink_really_writes(home, tmp_path):
     asked, _ = run(agent_for(home, steps, "on-request"), lambda r: ("no", ""))
     assert asked[0].path == str(target) and asked[0].old_text == "alias ls='ls'\n"
     assert target.read_text() == "alias ls='ls'\n"
+
+
+def test_an_approved_edit_writes_only_the_path_that_was_shown(home, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    Path("d").mkdir()
+    shown = str(Path(os.path.realpath("d")) / "x.txt")
+    steps = [step(call("file_write", path="d/x.txt", content="x\n", escalate=True,
+                       reason="tidy"))]
+
+    def swap_then_yes(request: ApprovalRequest) -> tuple[str, str]:
+        Path("d").rename("d_old")  # while the person reads the question
+        Path("d").symlink_to(outside)
+        return "yes", ""
+
+    asked, seen = run(agent_for(home, steps, "on-request"), swap_then_yes)
+    assert asked[0].path == shown
+    assert not (outside / "x.txt").exists()
+    result = results(seen)[0]
+    assert result["status"] == "error" and "approved writing" in result["msg"], result
 
 
 def test_a_question_is_masked_before_it_is_capped(home):

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools import ToolError, files, fsutil, lines, nearmatch
+from tools import ToolError, files, fslock, fsutil, lines, nearmatch
 from tools.files import file_patch, file_read, file_write, suggest_paths
 
 HANG_GUARD_SECONDS = 5  # a call still running after this is blocked (the test then fails)
@@ -577,6 +577,6 @@ def test_concurrent_patches_from_12_processes_keep_every_edit(tmp_path):
 
 def test_file_lock_leaves_no_lock_file(tmp_path):
     folder = tmp_path / "locked"
-    with fsutil.file_lock(folder / "a.txt"):
+    with fslock.file_lock(folder / "a.txt"):
         assert folder.is_dir()
     assert list(folder.iterdir()) == []

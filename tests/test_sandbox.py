@@ -3,6 +3,7 @@ code_run's confinement runs under Landlock and under bubblewrap (``$GA_SANDBOX_M
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -277,6 +278,47 @@ def test_file_tools_refuse_writes_outside_the_workspace_on_the_real_path(places,
     assert (outside / "keep.txt").read_text() == "old\n"
     assert wrote["status"] == "success" and patched["status"] == "success"
     assert (work / "mine.txt").read_text() == "b\n" and (work / "ok.txt").exists()
+
+
+def open_paths(pid: int) -> set[str]:
+    """What process ``pid`` has open (the targets of its descriptors)."""
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            found.add(os.readlink(fd))
+        except OSError:
+            continue  # closed meanwhile
+    return found
+
+
+def test_a_folder_swapped_for_a_symlink_while_a_write_waits_is_not_followed(places, tmp_path):
+    work, outside = places["work"], places["outside"]
+    folder = work / "d"
+    folder.mkdir()
+    model = tmp_path / "swap.yaml"
+    model.write_text(yaml.safe_dump(turn(
+        {"name": "file_write", "args": {"path": "d/keep.txt", "content": "planted\n"}})))
+    held = os.open(folder, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # as a background process of the model's could
+    proc = subprocess.Popen([sys.executable, str(ROOT / "ga.py"), "--json", "-m",
+                             f"scripted:{model}", "go"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: str(folder) in open_paths(proc.pid), RUN_SECONDS,
+                   "ga waits for the folder's lock")
+        folder.rename(work / "d_old")
+        folder.symlink_to(outside)
+        os.close(held)
+        held = None
+        out, err = proc.communicate(timeout=RUN_SECONDS)
+    finally:
+        proc.kill()
+        proc.wait()
+        if held is not None:
+            os.close(held)
+    assert proc.returncode == 0, err
+    assert (outside / "keep.txt").read_text() == "old\n"
+    assert (work / "d_old" / "keep.txt").read_text() == "planted\n"  # where it was checked
 
 
 def test_without_a_mechanism_one_warning_at_start_and_in_config_check(tmp_path, monkeypatch):
