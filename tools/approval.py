@@ -153,7 +153,7 @@ class Approvals:
 
     def __init__(self, mode: str = "never") -> None:
         self.mode = choice(mode, APPROVALS, None, "approval")
-        self.granted: set[str] = set()  # question keys answered "always"
+        self.granted: set[tuple[str, str]] = set()  # (tool, why) answered "always"
         self.pending: ApprovalRequest | None = None
 
     @property
@@ -186,7 +186,8 @@ class Approvals:
         """Decide on one call; yields the question and the decision as events. ``bind``
         gives the arguments the tool will run with (None: they do not bind, so it runs
         nothing); ``ask(why, reason, those)`` builds the question; ``waits``: someone else
-        answers it (wait for them)."""
+        answers it (wait for them). An "always" holds for one tool and one reason to ask:
+        allowing every code_run under ``always`` allows none of its escalations."""
         escalate, reason = take_escalation(tool, args)
         view = bind(args)
         if view is None:
@@ -197,7 +198,7 @@ class Approvals:
             return Verdict()
         if why == "inline_eval" and self.mode == "never":
             return Verdict(refusal(INLINE_REFUSED.format(sandbox=sandbox)))
-        key = "inline_eval" if why == "inline_eval" else tool
+        key = (tool, why)
         if key in self.granted:
             yield decision_event(tool, call_id, ALWAYS)
             return Verdict(escalated=escalate)
