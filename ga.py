@@ -233,7 +233,7 @@ class GenericAgentHandler(BaseHandler):
             return StepOutcome({"status": "error", "msg": self.t("content_missing")},
                                next_prompt="\n")
         result = files.file_write(p, files.expand_file_refs(body, self.cwd), mode,
-                                  check=self.guard.check_write)
+                                  check=self.guard.check_write, abort=self.abort_event)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool

@@ -3,6 +3,7 @@ hard links, read-only files, concurrent writers, slow near-match and path search
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import stat
@@ -573,6 +574,19 @@ def test_concurrent_patches_from_12_processes_keep_every_edit(tmp_path):
     """, tmp_path, rounds=6)
     expected = "".join(f"slot {w}: 6\n" for w in range(WRITERS))
     assert (tmp_path / "slots.txt").read_text() == expected
+
+
+def test_a_write_waiting_for_a_held_lock_stops_on_abort(tmp_path):
+    held = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another process's, for the writer
+    stop = threading.Event()
+    stop.set()
+    try:
+        with pytest.raises(ToolError, match="stopped while waiting for the lock"):
+            file_write(tmp_path / "a.txt", "x", abort=stop)
+    finally:
+        os.close(held)
+    assert not (tmp_path / "a.txt").exists()
 
 
 def test_file_lock_leaves_no_lock_file(tmp_path):

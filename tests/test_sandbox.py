@@ -321,6 +321,29 @@ def test_a_folder_swapped_for_a_symlink_while_a_write_waits_is_not_followed(plac
     assert (work / "d_old" / "keep.txt").read_text() == "planted\n"  # where it was checked
 
 
+HOLD_LOCK = """python3 -c 'import fcntl, os, time
+fd = os.open(".", os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+open("locked", "w").close()
+time.sleep(300)' </dev/null >/dev/null 2>&1 &
+echo "holder=$!"
+while [ ! -e locked ]; do sleep 0.05; done"""
+
+
+def test_a_folder_lock_kept_by_a_background_process_ends_the_wait_with_a_clear_error(
+        mechanism, places, tmp_path):
+    proc, results = ga(tmp_path, turn(
+        code(HOLD_LOCK), {"name": "file_write", "args": {"path": "a.txt", "content": "x"}}))
+    assert proc.returncode == 0, proc.stderr  # the run went on
+    held, write = results
+    if mechanism == "bwrap":  # the holder ended with its command: nothing holds the lock
+        assert write["status"] == "success", write
+        return
+    holder = held["stdout"].split("holder=")[1].split()[0]
+    assert write["status"] == "error" and f"locked by process {holder} (python3)" in write["msg"]
+    assert "end it or let it finish" in write["msg"] and not (Path.cwd() / "a.txt").exists()
+
+
 def test_without_a_mechanism_one_warning_at_start_and_in_config_check(tmp_path, monkeypatch):
     monkeypatch.setenv(MECHANISM_ENV, "none")
     proc, results = ga(tmp_path, turn(code("echo hi")))

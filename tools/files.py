@@ -223,12 +223,13 @@ def _display(path: Path, base: Path | None) -> str:
 
 def file_write(
     path: Path, content: str, mode: str = "overwrite", refs_base: Path | None = None,
-    check: Callable[[Path], None] | None = None,
+    check: Callable[[Path], None] | None = None, abort: threading.Event | None = None,
 ) -> dict:
     """Write, append or prepend ``content`` atomically, keeping the file's newline style.
 
     With ``refs_base``, ``{{file:path:start:end}}`` references are expanded first.
-    ``check`` (the sandbox's rule) is given the real path written, inside the lock.
+    ``check`` (the sandbox's rule) is given the real path written, inside the lock;
+    ``abort`` ends a wait for the lock.
     """
     path = Path(path)
     if mode not in WRITE_MODES:
@@ -238,7 +239,7 @@ def file_write(
     if refs_base is not None:
         content = expand_file_refs(content, Path(refs_base))
     text = content.replace("\r\n", "\n")
-    with file_lock(path, check) as at:  # the old content is copied, never held here
+    with file_lock(path, check, abort) as at:  # the old content is copied, never held here
         head = at.read(NEWLINE_SNIFF_BYTES)
         if _is_crlf(head.decode("utf-8", errors="replace")):
             text = text.replace("\n", "\r\n")
@@ -345,9 +346,9 @@ def file_patch(
 ) -> dict:
     """Replace the one occurrence of ``old_content``; refuse zero or several matches.
 
-    ``abort`` (when set) cuts short the search for the closest lines after a miss; ``base``
-    is the working folder "did you mean" paths are shown relative to; ``check`` as for
-    ``file_write``.
+    ``abort`` (when set) cuts short the search for the closest lines after a miss and a
+    wait for the lock; ``base`` is the working folder "did you mean" paths are shown
+    relative to; ``check`` as for ``file_write``.
     """
     path = Path(path)
     _check_file(path, base)
@@ -355,7 +356,7 @@ def file_patch(
         raise ToolError("old_content is empty; copy the exact lines to replace from file_read")
     old = old_content.replace("\r\n", "\n")
     new = new_content.replace("\r\n", "\n")
-    with file_lock(path, check) as target:
+    with file_lock(path, check, abort) as target:
         text = target.read().decode("utf-8", errors="surrogateescape")
         crlf = _is_crlf(text)
         norm = text.replace("\r\n", "\n") if crlf else text
