@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 from llm_server import Reply, llm_server, write_config
-from test_landlock import MECHANISMS
+from test_landlock import MECHANISMS, OPTIONAL
 from test_signals import pids_with, wait_until
 
-from tools.sandbox import MECHANISM_ENV
+from tools import landlock
+from tools.sandbox import MECHANISM_ENV, bwrap_works
 
 __all__ = ["llm_server"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,6 +222,48 @@ def test_network_false_cuts_code_off_while_the_model_still_answers(
     assert proc.returncode == 0 and "all done" in proc.stdout, proc.stderr
     (sent,) = [m["content"] for m in llm_server.bodies()[-1]["messages"] if m["role"] == "tool"]
     assert ("connected" in sent) == network and ("no connection" in sent) != network, sent
+
+
+UDP = """import socket
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"out", ("127.0.0.1", {port}))
+except OSError as e:
+    print("not sent:", e.strerror)
+"""
+
+
+@pytest.mark.skipif(OPTIONAL and not bwrap_works(network=False),
+                    reason="needs bubblewrap: apt-get install bubblewrap")
+@pytest.mark.parametrize("network", [True, False])
+def test_network_false_cuts_udp_as_well_by_choosing_bubblewrap(places, home, tmp_path,
+                                                               network):
+    (home / "config.yaml").write_text(yaml.safe_dump({"agent": {"network": network}}))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sink:
+        sink.bind(("127.0.0.1", 0))
+        sink.setblocking(False)
+        proc, _ = ga(tmp_path, turn(code(UDP.format(port=sink.getsockname()[1]), "python")),
+                     env={MECHANISM_ENV: ""})  # the mechanism ga chooses
+        assert proc.returncode == 0, proc.stderr
+        try:
+            arrived = sink.recv(16) == b"out"  # loopback delivers within sendto
+        except BlockingIOError:
+            arrived = False
+    assert arrived == network
+
+
+@pytest.mark.skipif(OPTIONAL and landlock.abi() < landlock.NET_ABI,
+                    reason="needs Landlock ABI 4 (Linux >= 6.7)")
+def test_network_false_under_landlock_says_once_that_only_tcp_is_blocked(
+        places, home, tmp_path, monkeypatch):
+    monkeypatch.setenv(MECHANISM_ENV, "landlock")
+    (home / "config.yaml").write_text(yaml.safe_dump({"agent": {"network": False}}))
+    proc, results = ga(tmp_path, turn(code("echo hi")))
+    assert proc.returncode == 0 and results[0]["stdout"] == "hi\n", proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "blocks only TCP" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("ga: warning:"), proc.stderr
+    check = subprocess.run([sys.executable, str(ROOT / "ga.py"), "config", "check"],
+                           capture_output=True, text=True, timeout=RUN_SECONDS)
+    assert "warning: network: false blocks only TCP under Landlock" in check.stdout
 
 
 BACKGROUND = """(exec -a {mark} sleep 300) &

@@ -9,8 +9,10 @@ tools follow, and the kernel mechanism that confines code_run's processes.
 
 Mechanisms, the first that works: Landlock when the kernel has signal scoping (ABI 6,
 Linux >= 6.12), else bubblewrap, else Landlock without it, else none: then code_run is not
-confined (one warning says so) and only the file tools' rule holds. ``$GA_SANDBOX_MECHANISM``
-(landlock, bwrap or none) forces one, for tests.
+confined (one warning says so) and only the file tools' rule holds. With ``network: false``
+bubblewrap comes first (its own network namespace cuts every protocol; Landlock denies TCP
+only, and a warning says so when it is used). ``$GA_SANDBOX_MECHANISM`` (landlock, bwrap or
+none) forces one, for tests.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ ISOLATED = ("-I", "-S")  # the wrapper's interpreter: no environment, user site 
 BWRAP_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--cap-drop", "ALL",
               "--unshare-pid", "--unshare-ipc", "--die-with-parent")
 BACKGROUND_HINTS = ("&", "nohup", "setsid", "disown", "Popen", "fork", "daemon")
+TCP_ONLY = ("network: false blocks only TCP under Landlock: UDP and other protocols still "
+            "reach the network from code_run (install bubblewrap to cut them all: apt-get "
+            "install bubblewrap)")
 NO_MECHANISM = ("no sandbox mechanism here (Landlock or bubblewrap): code_run is not "
                 "confined; the file tools still refuse writes outside the workspace")
 
@@ -120,17 +125,30 @@ def detect(network: bool = True) -> tuple[str, str | None]:
         if forced == "bwrap" and not bwrap_works(network):
             raise ConfigError(None, f"${MECHANISM_ENV}", "bubblewrap (bwrap) cannot start a "
                               "sandbox here; install it: apt-get install bubblewrap")
-        return forced, NO_MECHANISM if forced == "none" else None
+        if forced == "none":
+            return forced, NO_MECHANISM
+        return forced, TCP_ONLY if forced == "landlock" and not network else None
+    if not network and bwrap_works(network):
+        return "bwrap", None
     if abi >= landlock.SCOPE_ABI:
-        return "landlock", None
+        return "landlock", None if network else TCP_ONLY
     if bwrap_works(network):
         return "bwrap", None
     if abi >= 1:
-        return "landlock", (f"Landlock here is ABI {abi}: code_run can still signal other "
-                            "processes" + ("" if network or abi >= landlock.NET_ABI else
-                                           " and use the network") +
-                            " (Linux >= 6.12 or bubblewrap closes that)")
+        return "landlock", _old_landlock_warning(abi, network)
     return "none", NO_MECHANISM
+
+
+def _old_landlock_warning(abi: int, network: bool) -> str:
+    from tools import landlock
+
+    warning = (f"Landlock here is ABI {abi}: code_run can still signal other processes "
+               "(Linux >= 6.12 or bubblewrap closes that)")
+    if network:
+        return warning
+    if abi < landlock.NET_ABI:
+        return warning + "; network: false cannot cut its network (install bubblewrap)"
+    return f"{warning}; {TCP_ONLY}"
 
 
 def run_temp_dir(create: bool = True) -> Path | None:
