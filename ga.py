@@ -60,12 +60,12 @@ from memory.working import (
 )
 from tools import clip, files, web
 from tools.approval import Approvals, with_escalation
-from tools.code_run import last_code_block
+from tools.code_run import code_to_run
 from tools.fsutil import atomic_write, take_text
 from tools.guard import Guard
 from tools.inline_eval import run_inline
 from tools.sandbox import Sandbox
-from tools.spec import tool, tools_schema
+from tools.spec import call_args, tool, tools_schema
 from tools.texts import TOOL_TEXT_ZH, Texts, lang_from_env
 from tools.web import execute, scan
 from tools.web.browser import Browser
@@ -127,8 +127,10 @@ class GenericAgentHandler(BaseHandler):
     def gate(self, tool_name: str, args: dict, response: Any, call_id: str = ""):
         """Before every tool: ask the person when the approval mode says so (SPEC §11)."""
         reply = getattr(response, "content", "") or ""
+        method = getattr(self, f"do_{tool_name}", None)
         refused = yield from self.guard.gate(tool_name, args, call_id, reply,
-                                             waits=self.parent.events.sink is not None)
+                                             waits=self.parent.events.sink is not None,
+                                             bind=functools.partial(call_args, method))
         return None if refused is None else StepOutcome(refused, "\n")
 
     def _anchor(self, index: int) -> str:
@@ -151,7 +153,7 @@ class GenericAgentHandler(BaseHandler):
             inline_eval: Run python inside the agent (`handler`, `agent` in scope); returns
                 what it prints. Start no processes from it.
         """
-        code = script or last_code_block(getattr(response, "content", "") or "", type)
+        code = code_to_run(script, type, getattr(response, "content", "") or "")
         if not code:
             return StepOutcome({"status": "error", "msg": self.t("code_missing", type=type)},
                                next_prompt="\n")
@@ -226,14 +228,15 @@ class GenericAgentHandler(BaseHandler):
         """
         files.refuse_folder_path(path)
         p = self.resolve(path)
-        self.guard.check_write(p)
+        self.guard.check_write(p)  # refused before anything is read; the write checks again
         action = "Create" if mode == "overwrite" and not p.exists() else mode.capitalize()
         yield f"[Action] {action} file: {path}\n"
-        body = content or files.content_from_reply(getattr(response, "content", "") or "")
-        if body is None and content is None:
+        body = files.write_content(content, getattr(response, "content", "") or "")
+        if body is None:
             return StepOutcome({"status": "error", "msg": self.t("content_missing")},
                                next_prompt="\n")
-        result = files.file_write(p, files.expand_file_refs(body or "", self.cwd), mode)
+        result = files.file_write(p, files.expand_file_refs(body, self.cwd), mode,
+                                  check=self.guard.check_write, abort=self.abort_event)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool
@@ -246,10 +249,11 @@ class GenericAgentHandler(BaseHandler):
             new_content: Replacement; {{file:path:start:end}} inserts those lines of a file.
         """
         p = self.resolve(path)
-        self.guard.check_write(p)
+        self.guard.check_write(p)  # refused before anything is read; the write checks again
         yield f"[Action] Patching file: {path}\n"
         result = files.file_patch(p, old_content, files.expand_file_refs(new_content, self.cwd),
-                                  abort=self.abort_event, base=self.cwd)
+                                  abort=self.abort_event, base=self.cwd,
+                                  check=self.guard.check_write)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool(aliases={"tab_id": "switch_tab_id"})
@@ -302,14 +306,14 @@ class GenericAgentHandler(BaseHandler):
             return StepOutcome({"status": "failed", "error": self.t("js_missing")},
                                next_prompt="\n")
         save_to = self.resolve(save_to_file) if save_to_file else None
-        if save_to is not None:
+        if save_to is not None:  # refused before the script runs; the save checks again
             self.guard.check_write(save_to)
         shown = squeeze(code, 60, self.parent.redactor)
         yield f"[Action] Running JavaScript in the browser: {shown}\n"
         result = execute.web_execute_js(
             self.parent.browser, code, switch_tab_id, no_monitor, timeout, self.abort_event,
             budget=web.reply_budget(web.EXEC_CHARS, self.parent.llmclient, response),
-            save_to=save_to)
+            save_to=save_to, check=self.guard.check_write)
         return StepOutcome(result, next_prompt=self._anchor(_index))
 
     @tool

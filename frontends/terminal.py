@@ -1,12 +1,14 @@
 """What reaches a terminal (SPEC §4 "Untrusted text reaches no terminal raw").
 
 Outside text (tool output, model text, page text, file names) may hold escape sequences
-that clear the screen, hide a line, set the window title or write the clipboard: ``inert``
-shows every control character but newline and tab escaped (``\\x1b[2J``) before anything
-is printed. The renderers pass each event through ``inert_data``; diagnostics go through
-``say``, which also ends a line a renderer left open (a streamed answer), so the two never
-share a line, from whatever thread the diagnostic comes; the management commands print
-their listings (memory files, MCP servers' tools, plugin texts) through ``echo``.
+that clear the screen, hide a line, set the window title or write the clipboard, and
+Unicode bidi controls that show text in another order than it runs (``\\u202e``): ``inert``
+shows every control character but newline and tab, and every bidi control, escaped
+(``\\x1b[2J``) before anything is printed. The renderers pass each event through
+``inert_data``; diagnostics go through ``say``, which also ends a line a renderer left
+open (a streamed answer), so the two never share a line, from whatever thread the
+diagnostic comes; the management commands print their listings (memory files, MCP
+servers' tools, plugin texts) through ``echo``.
 """
 
 from __future__ import annotations
@@ -17,15 +19,19 @@ import sys
 import threading
 from typing import IO, Any, Callable
 
-# C0 controls but newline and tab, DEL and the C1 controls (U+0080-U+009F, 8-bit CSI/OSC
-# included); a CRLF line end is kept as a newline
-_CONTROL_RE = re.compile("\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-# json.dumps escapes C0 itself; DEL and C1 it leaves raw
-_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
+# the Unicode bidi controls (category Cf): marks, embeddings, overrides and isolates
+BIDI_CONTROLS = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+# C0 controls but newline and tab, DEL, the C1 controls (U+0080-U+009F, 8-bit CSI/OSC
+# included) and the bidi controls; a CRLF line end is kept as a newline
+_CONTROL_RE = re.compile("\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f"
+                         + "".join(map(chr, BIDI_CONTROLS)) + "]")
+# json.dumps escapes C0 itself; DEL, C1 and the bidi controls it leaves raw
+_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *BIDI_CONTROLS)}
 
 
 def inert(text: str) -> str:
-    """``text`` with its control characters shown as ``\\xNN`` (newline and tab kept)."""
+    """``text`` with its control characters shown as ``\\xNN`` and its bidi controls as
+    ``\\uNNNN`` (newline and tab kept)."""
     if text.isprintable():  # most streamed pieces: a check in C, no copy
         return text
     return _CONTROL_RE.sub(_escaped, text)
@@ -33,7 +39,9 @@ def inert(text: str) -> str:
 
 def _escaped(m: re.Match) -> str:
     char = m.group()
-    return "\n" if char == "\r\n" else f"\\x{ord(char):02x}"
+    if char == "\r\n":
+        return "\n"
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
 
 
 def inert_data(value: Any) -> Any:
@@ -57,7 +65,7 @@ def inert_event(event: dict) -> dict:
 
 
 def json_line(text: str) -> str:
-    """A line of JSON text with DEL and C1 controls escaped as well (still valid JSON)."""
+    """A line of JSON text with DEL, C1 and bidi controls escaped as well (valid JSON)."""
     return text.translate(_JSON_CONTROLS)
 
 

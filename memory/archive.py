@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from llmcore.secrets import redact_secrets
-from tools.fsutil import atomic_write, file_lock
+from tools.fslock import file_lock
+from tools.fsutil import atomic_write
 
 from .store import L4_MAX_SESSIONS, MemoryStore
 

@@ -14,7 +14,8 @@ import os
 from datetime import date
 from pathlib import Path
 
-from tools.fsutil import atomic_write, file_lock, open_regular
+from tools.fslock import file_lock
+from tools.fsutil import atomic_write, open_regular
 
 from .texts import L1_TEMPLATE, L2_TEMPLATE
 

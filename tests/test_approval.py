@@ -5,6 +5,7 @@ worker, as the REPL's thread does (the terminal itself: test_approval_tty.py).""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -192,6 +193,43 @@ def test_never_asks_nothing_and_refuses_inline_eval_with_a_hint(home):
     assert plan == {"status": "success", "result": "'plan.md'"} and fine["stdout"] == "fine\n"
 
 
+@pytest.mark.parametrize("spelling", [
+    {"type": " python"}, {"type": "PYTHON\n"}, {"type": "Python ", "inline_eval": "true"}])
+def test_inline_eval_is_judged_by_its_arguments_as_the_tool_reads_them(home, tmp_path,
+                                                                      spelling):
+    ran = tmp_path / "ran"
+    inline = {"inline_eval": True, "script": f"open({str(ran)!r}, 'w')", **spelling}
+    model = tmp_path / "m.yaml"
+    model.write_text(yaml.safe_dump([step(call("code_run", **inline)), {"text": "done"}]))
+    proc = ga("--json", "-m", f"scripted:{model}", "go")  # no terminal: approval never
+    assert proc.returncode == 0, proc.stderr
+    (result,) = [json.loads(line)["data"] for line in proc.stdout.splitlines()
+                 if '"tool_result"' in line]
+    assert result["status"] == "declined" and "approval is never" in result["msg"]
+    assert not ran.exists()
+
+
+def test_the_question_shows_the_code_and_text_taken_from_the_reply(home):
+    Path("src.txt").write_text("from src\n")
+    Path("f.txt").write_text("one\ntwo\n")
+    steps = [
+        {"text": "The plan:\n```bash\necho hidden > hidden.txt\n```\n",
+         "tool_calls": [call("code_run", type=" bash", escalate=True, reason="check")]},
+        {"text": "Writing it.\n```\necho from-reply\n```\n",
+         "tool_calls": [call("file_write", path="run.sh", content="", escalate=True,
+                             reason="a placeholder"),
+                        call("file_patch", path="f.txt", old_content="two",
+                             new_content="{{file:src.txt:1:1}}", escalate=True, reason="r")]}]
+    asked, seen = run(agent_for(home, steps, "on-request"), lambda r: ("yes", ""))
+    script, write, patch = asked
+    assert (script.text, script.language) == ("echo hidden > hidden.txt", "bash")
+    assert write.new_text == "echo from-reply\n" and "+echo from-reply" in write.text
+    assert patch.new_text == "one\nfrom src\n" and "+from src" in patch.text
+    assert Path("hidden.txt").read_text() == "hidden\n"  # what ran is what was shown
+    assert Path("run.sh").read_text() == write.new_text
+    assert Path("f.txt").read_text() == patch.new_text
+
+
 def test_inline_eval_needs_approval_under_confining_modes_only(home):
     steps = [step(call("code_run", script="_r = 1 + 1", inline_eval=True))]
     asked, seen = run(agent_for(home, steps, "on-request"), lambda r: ("yes", ""))
@@ -314,6 +352,26 @@ def test_an_escalated_edit_shows_where_a_symlink_really_writes(home, tmp_path):
     asked, _ = run(agent_for(home, steps, "on-request"), lambda r: ("no", ""))
     assert asked[0].path == str(target) and asked[0].old_text == "alias ls='ls'\n"
     assert target.read_text() == "alias ls='ls'\n"
+
+
+def test_an_approved_edit_writes_only_the_path_that_was_shown(home, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    Path("d").mkdir()
+    shown = str(Path(os.path.realpath("d")) / "x.txt")
+    steps = [step(call("file_write", path="d/x.txt", content="x\n", escalate=True,
+                       reason="tidy"))]
+
+    def swap_then_yes(request: ApprovalRequest) -> tuple[str, str]:
+        Path("d").rename("d_old")  # while the person reads the question
+        Path("d").symlink_to(outside)
+        return "yes", ""
+
+    asked, seen = run(agent_for(home, steps, "on-request"), swap_then_yes)
+    assert asked[0].path == shown
+    assert not (outside / "x.txt").exists()
+    result = results(seen)[0]
+    assert result["status"] == "error" and "approved writing" in result["msg"], result
 
 
 def test_a_question_is_masked_before_it_is_capped(home):

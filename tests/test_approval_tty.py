@@ -95,6 +95,37 @@ def test_repl_asks_yes_always_no_with_a_message_and_ctrl_c_aborts_the_task(home,
     assert ends == ["CURRENT_TASK_DONE", "ABORTED"]
 
 
+def test_an_always_for_a_tool_grants_none_of_its_escalations_later(home, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    model = script(tmp_path, [
+        {"text": "<summary>one</summary>", "tool_calls": [code("echo one")]},
+        {"text": "first task done"},
+        {"text": "<summary>two</summary>", "tool_calls": [
+            code(f"echo out > {outside}/x.txt", escalate=True, reason="write outside")]},
+        {"text": "second task done"}])
+    child = spawn(home, "-m", model, "--approval", "always")
+    child.expect("ga> ")
+    child.sendline("first")
+    child.expect(ASK)
+    child.sendline("a")  # every code_run, under approval always
+    child.expect("first task done")
+    child.expect("ga> ")
+    child.sendline("/approval on-request")
+    child.expect("approval on-request")
+    child.expect("ga> ")
+    child.sendline("second")
+    child.expect("outside the sandbox")  # an escalation is asked about all the same
+    child.expect(ASK)
+    child.sendline("n")
+    child.expect("message for the model")
+    child.sendline("")
+    child.expect("second task done")
+    child.expect("ga> ")
+    assert quit_repl(child) == 0
+    assert not (outside / "x.txt").exists()
+
+
 def test_one_shot_at_a_terminal_asks_for_an_escalation_by_default(home, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()

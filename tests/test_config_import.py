@@ -178,7 +178,7 @@ def test_the_config_is_private_from_its_creation(mykey, home, monkeypatch, capsy
     real_replace = os.replace
 
     def replace(src, dst, *a, **kw):  # the temp file's mode, the moment before it is renamed
-        modes.append(stat.S_IMODE(os.stat(src).st_mode))
+        modes.append(stat.S_IMODE(os.stat(src, dir_fd=kw.get("src_dir_fd")).st_mode))
         return real_replace(src, dst, *a, **kw)
 
     monkeypatch.setattr(os, "replace", replace)

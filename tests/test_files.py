@@ -154,7 +154,7 @@ def test_write_is_atomic(tmp_path, monkeypatch):
     file_write(path, "second\n")
     assert sorted(p.name for p in folder.iterdir()) == ["keep.txt"]
 
-    def broken_replace(src, dst):
+    def broken_replace(src, dst, **_):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", broken_replace)

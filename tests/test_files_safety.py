@@ -3,6 +3,7 @@ hard links, read-only files, concurrent writers, slow near-match and path search
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import stat
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools import ToolError, files, fsutil, lines, nearmatch
+from tools import ToolError, files, fslock, fsutil, lines, nearmatch
 from tools.files import file_patch, file_read, file_write, suggest_paths
 
 HANG_GUARD_SECONDS = 5  # a call still running after this is blocked (the test then fails)
@@ -575,8 +576,21 @@ def test_concurrent_patches_from_12_processes_keep_every_edit(tmp_path):
     assert (tmp_path / "slots.txt").read_text() == expected
 
 
+def test_a_write_waiting_for_a_held_lock_stops_on_abort(tmp_path):
+    held = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another process's, for the writer
+    stop = threading.Event()
+    stop.set()
+    try:
+        with pytest.raises(ToolError, match="stopped while waiting for the lock"):
+            file_write(tmp_path / "a.txt", "x", abort=stop)
+    finally:
+        os.close(held)
+    assert not (tmp_path / "a.txt").exists()
+
+
 def test_file_lock_leaves_no_lock_file(tmp_path):
     folder = tmp_path / "locked"
-    with fsutil.file_lock(folder / "a.txt"):
+    with fslock.file_lock(folder / "a.txt"):
         assert folder.is_dir()
     assert list(folder.iterdir()) == []

@@ -62,6 +62,21 @@ def test_a_python_script_under_the_landlock_wrapper_runs_as_python_script(tmp_pa
     assert result["stdout"].count('File "') == plain["stdout"].count('File "')
 
 
+def test_a_python_script_under_the_landlock_wrapper_imports_as_python_script(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "helper.py").write_text("VALUE = 'from the import path'\n")
+    code = "import sys, site, helper, yaml\nprint(sys.path, site.ENABLE_USER_SITE, helper.VALUE)"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    seen = []
+    for jail in (None, Confinement("landlock", (str(tmp_path), str(run_temp_dir())))):
+        _, result = drain(code_run(code, "python", cwd=tmp_path, confine=jail, env=env,
+                                   import_path=[lib]))
+        assert result["exit_code"] == 0, result
+        seen.append(result["stdout"])
+    assert seen[0] == seen[1] and "from the import path" in seen[1]
+
+
 def test_a_command_under_the_landlock_wrapper_keeps_its_exit_code(tmp_path):
     jail = Confinement("landlock", (str(tmp_path),))
     assert run("exit 7", "bash", jail, tmp_path)["exit_code"] == 7

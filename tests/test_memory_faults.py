@@ -98,7 +98,7 @@ def kill_a_stats_writer(home: Path) -> None:
     code = textwrap.dedent(f"""
         import os, signal
         from memory.store import MemoryStore
-        os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
+        os.replace = lambda *a, **kw: os.kill(os.getpid(), signal.SIGKILL)
         store = MemoryStore({str(home)!r})
         store.record_access(store.l2_path)
     """)

@@ -3,6 +3,7 @@ code_run's confinement runs under Landlock and under bubblewrap (``$GA_SANDBOX_M
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -15,10 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 from llm_server import Reply, llm_server, write_config
-from test_landlock import MECHANISMS
+from test_landlock import MECHANISMS, OPTIONAL
 from test_signals import pids_with, wait_until
 
-from tools.sandbox import MECHANISM_ENV
+from tools import landlock
+from tools.sandbox import MECHANISM_ENV, bwrap_works
 
 __all__ = ["llm_server"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,6 +139,31 @@ def test_full_access_and_yolo_write_anywhere_as_before(places, tmp_path, options
     assert "sandbox" not in results[0]
 
 
+PLANTED = """try:
+    open({target!r}, "w").write("escaped")
+    print("{name} wrote outside")
+except OSError:
+    print("{name} ran confined")
+"""
+
+
+def test_modules_planted_for_python_start_up_run_confined_or_not_at_all(
+        mechanism, places, tmp_path):
+    home, outside = places["home"], places["outside"]
+    site = PLANTED.format(target=str(outside / "site.txt"), name="sitecustomize")
+    module = PLANTED.format(target=str(outside / "ctypes.txt"), name="ctypes.py")
+    proc, results = ga(tmp_path, turn(
+        {"name": "file_write", "args": {"path": str(home / "memory" / "sitecustomize.py"),
+                                        "content": site}},  # the memory folder: on PYTHONPATH
+        {"name": "file_write", "args": {"path": "ctypes.py", "content": module}},
+        code("import ctypes\nprint('ctypes from', ctypes.__file__)", "python")))
+    assert proc.returncode == 0, proc.stderr
+    out = results[2]["stdout"]
+    assert "sitecustomize ran confined" in out and "wrote outside" not in out, out
+    assert "ctypes.py ran" not in out and f"ctypes from {Path.cwd()}" not in out, out
+    assert sorted(p.name for p in outside.iterdir()) == ["doomed.txt", "keep.txt"]
+
+
 SIGNALS = """import os, signal, subprocess
 ga = int(os.environ["GA_TIE_DIR"].split("ga-run-")[1].split("-")[0])
 for name, pid in (("ga", ga), ("other", {victim})):
@@ -197,6 +224,48 @@ def test_network_false_cuts_code_off_while_the_model_still_answers(
     assert ("connected" in sent) == network and ("no connection" in sent) != network, sent
 
 
+UDP = """import socket
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"out", ("127.0.0.1", {port}))
+except OSError as e:
+    print("not sent:", e.strerror)
+"""
+
+
+@pytest.mark.skipif(OPTIONAL and not bwrap_works(network=False),
+                    reason="needs bubblewrap: apt-get install bubblewrap")
+@pytest.mark.parametrize("network", [True, False])
+def test_network_false_cuts_udp_as_well_by_choosing_bubblewrap(places, home, tmp_path,
+                                                               network):
+    (home / "config.yaml").write_text(yaml.safe_dump({"agent": {"network": network}}))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sink:
+        sink.bind(("127.0.0.1", 0))
+        sink.setblocking(False)
+        proc, _ = ga(tmp_path, turn(code(UDP.format(port=sink.getsockname()[1]), "python")),
+                     env={MECHANISM_ENV: ""})  # the mechanism ga chooses
+        assert proc.returncode == 0, proc.stderr
+        try:
+            arrived = sink.recv(16) == b"out"  # loopback delivers within sendto
+        except BlockingIOError:
+            arrived = False
+    assert arrived == network
+
+
+@pytest.mark.skipif(OPTIONAL and landlock.abi() < landlock.NET_ABI,
+                    reason="needs Landlock ABI 4 (Linux >= 6.7)")
+def test_network_false_under_landlock_says_once_that_only_tcp_is_blocked(
+        places, home, tmp_path, monkeypatch):
+    monkeypatch.setenv(MECHANISM_ENV, "landlock")
+    (home / "config.yaml").write_text(yaml.safe_dump({"agent": {"network": False}}))
+    proc, results = ga(tmp_path, turn(code("echo hi")))
+    assert proc.returncode == 0 and results[0]["stdout"] == "hi\n", proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "blocks only TCP" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("ga: warning:"), proc.stderr
+    check = subprocess.run([sys.executable, str(ROOT / "ga.py"), "config", "check"],
+                           capture_output=True, text=True, timeout=RUN_SECONDS)
+    assert "warning: network: false blocks only TCP under Landlock" in check.stdout
+
+
 BACKGROUND = """(exec -a {mark} sleep 300) &
 echo started"""
 WAIT_FOR_GO = "while [ ! -e go ]; do sleep 0.05; done"
@@ -252,6 +321,70 @@ def test_file_tools_refuse_writes_outside_the_workspace_on_the_real_path(places,
     assert (outside / "keep.txt").read_text() == "old\n"
     assert wrote["status"] == "success" and patched["status"] == "success"
     assert (work / "mine.txt").read_text() == "b\n" and (work / "ok.txt").exists()
+
+
+def open_paths(pid: int) -> set[str]:
+    """What process ``pid`` has open (the targets of its descriptors)."""
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            found.add(os.readlink(fd))
+        except OSError:
+            continue  # closed meanwhile
+    return found
+
+
+def test_a_folder_swapped_for_a_symlink_while_a_write_waits_is_not_followed(places, tmp_path):
+    work, outside = places["work"], places["outside"]
+    folder = work / "d"
+    folder.mkdir()
+    model = tmp_path / "swap.yaml"
+    model.write_text(yaml.safe_dump(turn(
+        {"name": "file_write", "args": {"path": "d/keep.txt", "content": "planted\n"}})))
+    held = os.open(folder, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # as a background process of the model's could
+    proc = subprocess.Popen([sys.executable, str(ROOT / "ga.py"), "--json", "-m",
+                             f"scripted:{model}", "go"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: str(folder) in open_paths(proc.pid), RUN_SECONDS,
+                   "ga waits for the folder's lock")
+        folder.rename(work / "d_old")
+        folder.symlink_to(outside)
+        os.close(held)
+        held = None
+        out, err = proc.communicate(timeout=RUN_SECONDS)
+    finally:
+        proc.kill()
+        proc.wait()
+        if held is not None:
+            os.close(held)
+    assert proc.returncode == 0, err
+    assert (outside / "keep.txt").read_text() == "old\n"
+    assert (work / "d_old" / "keep.txt").read_text() == "planted\n"  # where it was checked
+
+
+HOLD_LOCK = """python3 -c 'import fcntl, os, time
+fd = os.open(".", os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+open("locked", "w").close()
+time.sleep(300)' </dev/null >/dev/null 2>&1 &
+echo "holder=$!"
+while [ ! -e locked ]; do sleep 0.05; done"""
+
+
+def test_a_folder_lock_kept_by_a_background_process_ends_the_wait_with_a_clear_error(
+        mechanism, places, tmp_path):
+    proc, results = ga(tmp_path, turn(
+        code(HOLD_LOCK), {"name": "file_write", "args": {"path": "a.txt", "content": "x"}}))
+    assert proc.returncode == 0, proc.stderr  # the run went on
+    held, write = results
+    if mechanism == "bwrap":  # the holder ended with its command: nothing holds the lock
+        assert write["status"] == "success", write
+        return
+    holder = held["stdout"].split("holder=")[1].split()[0]
+    assert write["status"] == "error" and f"locked by process {holder} (python3)" in write["msg"]
+    assert "end it or let it finish" in write["msg"] and not (Path.cwd() / "a.txt").exists()
 
 
 def test_without_a_mechanism_one_warning_at_start_and_in_config_check(tmp_path, monkeypatch):

@@ -115,6 +115,26 @@ def test_inert_escapes_controls_and_keeps_text():
     assert json_line(json.dumps(CSI8, ensure_ascii=False)) == '"\\u009b2J"'
 
 
+RLO, LRI, PDI = "\u202e", "\u2066", "\u2069"  # bidi override and isolate: reorder text
+
+
+def test_bidi_controls_reach_the_terminal_escaped(tmp_path, home):
+    steps = [{"text": "<summary>look</summary>", "tool_calls": [
+        {"name": "code_run", "args": {"type": "bash",
+                                      "script": "printf 'out \\342\\200\\256gnp.exe\\n'"}}]},
+        {"text": f"Safe: {RLO}txt.exe and {LRI}rm -rf ~{PDI}"}]
+    path = tmp_path / "model.yaml"
+    path.write_text(yaml.safe_dump(steps))
+    shown = on_a_terminal(["-m", f"scripted:{path}", "look"], home, tmp_path)
+    for char in (RLO, LRI, PDI):
+        assert char.encode() not in shown
+    text = shown.decode("utf-8")
+    assert "out \\u202egnp.exe" in text  # command output
+    assert "Safe: \\u202etxt.exe and \\u2066rm -rf ~\\u2069" in text  # the answer
+    assert inert("\u200dword\u00e9") == "\u200dword\u00e9"  # a joiner in an emoji stays
+    assert json_line(json.dumps(RLO, ensure_ascii=False)) == '"\\u202e"'
+
+
 # ---- a diagnostic never shares the line of a streamed answer -----------------------------
 @pytest.fixture
 def unarchivable(home, tmp_path) -> str:

@@ -6,7 +6,9 @@ The seam. When the mode says to ask, the task's event stream carries::
 
     {"type": "approval_request", "request": ApprovalRequest}
 
-``request`` is the question as data: ``tool``, ``call_id``, ``kind`` (``script``, ``diff``,
+``request`` is the question as data, made from the arguments as the tool will run with them
+(``tools.spec.call_args``: the one reading of a call, so the gate judges what runs):
+``tool``, ``call_id``, ``kind`` (``script``, ``diff``,
 ``js``, ``inline_eval`` or ``call``), ``text`` (the script, a unified diff, the JavaScript or
 the arguments as JSON), ``language``, ``reason`` (the model's, for an escalation), ``why``
 it asks (``always``, ``escalate``, ``inline_eval``) and, for file edits, ``path``,
@@ -23,14 +25,13 @@ from __future__ import annotations
 import ast
 import difflib
 import json
-import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generator
 
 from tools import ToolError
-from tools.code_run import last_code_block
+from tools.code_run import code_to_run
 from tools.fsutil import open_regular
 from tools.sandbox import APPROVALS, choice
 from tools.spec import coerce
@@ -136,15 +137,15 @@ def take_escalation(tool: str, args: dict) -> tuple[bool, str]:
     return escalate, str(args.pop("reason", "") or "")
 
 
-def code_of(args: dict, reply: str) -> str:
-    """The code a code_run call runs: its ``script``, else the reply's last block."""
-    kind = str(args.get("type") or "python")
-    return str(args.get("script") or args.get("code") or last_code_block(reply, kind) or "")
+def code_of(view: dict, reply: str) -> str:
+    """The code a code_run call runs (``view``: its arguments as the tool binds them)."""
+    return code_to_run(str(view.get("script") or ""), str(view.get("type", "python")), reply)
 
 
-def is_inline(tool: str, args: dict) -> bool:
-    kind = str(args.get("type") or "python").lower()
-    return tool == "code_run" and _flag(args.get("inline_eval")) and kind in ("python", "py")
+def is_inline(tool: str, view: dict) -> bool:
+    """Whether a code_run call runs in-process, as the tool decides it (``view`` bound)."""
+    return (tool == "code_run" and _flag(view.get("inline_eval"))
+            and view.get("type", "python") == "python")
 
 
 class Approvals:
@@ -152,7 +153,7 @@ class Approvals:
 
     def __init__(self, mode: str = "never") -> None:
         self.mode = choice(mode, APPROVALS, None, "approval")
-        self.granted: set[str] = set()  # question keys answered "always"
+        self.granted: set[tuple[str, str]] = set()  # (tool, why) answered "always"
         self.pending: ApprovalRequest | None = None
 
     @property
@@ -160,11 +161,11 @@ class Approvals:
         """Whether the model may ask to run a call outside the sandbox (on-request)."""
         return self.mode == "on-request"
 
-    def plan(self, tool: str, args: dict, escalate: bool, confining: bool,
+    def plan(self, tool: str, view: dict, escalate: bool, confining: bool,
              reply: str) -> str | None:
         """Why this call needs the person (``inline_eval``, ``always``, ``escalate``); None
         when it runs as it is."""
-        if is_inline(tool, args) and confining and not is_plan_entry(code_of(args, reply)):
+        if is_inline(tool, view) and confining and not is_plan_entry(code_of(view, reply)):
             return "inline_eval"
         if self.mode == "always" and tool not in READ_TOOLS:
             return "always"
@@ -179,22 +180,29 @@ class Approvals:
             pending.cancel()
 
     def gate(self, tool: str, args: dict, call_id: str, *, confining: bool, sandbox: str,
-             ask: Callable[[str, str], ApprovalRequest], reply: str, abort: threading.Event,
-             waits: bool) -> Generator[dict, None, Verdict]:
-        """Decide on one call; yields the question and the decision as events. ``ask(why,
-        reason)`` builds the question; ``waits``: someone else answers it (wait for them)."""
+             ask: Callable[[str, str, dict], ApprovalRequest], reply: str,
+             abort: threading.Event, waits: bool,
+             bind: Callable[[dict], dict | None] = dict) -> Generator[dict, None, Verdict]:
+        """Decide on one call; yields the question and the decision as events. ``bind``
+        gives the arguments the tool will run with (None: they do not bind, so it runs
+        nothing); ``ask(why, reason, those)`` builds the question; ``waits``: someone else
+        answers it (wait for them). An "always" holds for one tool and one reason to ask:
+        allowing every code_run under ``always`` allows none of its escalations."""
         escalate, reason = take_escalation(tool, args)
+        view = bind(args)
+        if view is None:
+            return Verdict()
         escalate = escalate and self.may_escalate
-        why = self.plan(tool, args, escalate, confining, reply)
+        why = self.plan(tool, view, escalate, confining, reply)
         if why is None:
             return Verdict()
         if why == "inline_eval" and self.mode == "never":
             return Verdict(refusal(INLINE_REFUSED.format(sandbox=sandbox)))
-        key = "inline_eval" if why == "inline_eval" else tool
+        key = (tool, why)
         if key in self.granted:
             yield decision_event(tool, call_id, ALWAYS)
             return Verdict(escalated=escalate)
-        request = ask(why, reason)
+        request = ask(why, reason, view)
         decision = yield from self._ask(request, abort, waits)
         if decision == ALWAYS:
             self.granted.add(key)
@@ -247,13 +255,15 @@ def decision_event(tool: str, call_id: str, decision: str) -> dict:
 
 
 # ---- the question -------------------------------------------------------------------------
-def question(tool: str, args: dict, call_id: str, why: str, reason: str = "", *, reply: str,
-             resolve: Callable[[str], Path], js: Callable[[str], str],
+def question(tool: str, view: dict, call_id: str, why: str, reason: str = "", *, reply: str,
+             base: Path, target: Path | None, js: Callable[[str], str],
              redact: Callable[[str], str]) -> ApprovalRequest:
-    """The question for one call: what it would run or change, as the tool will see it,
-    secrets masked (before the text is capped). ``resolve`` makes a tool path absolute;
-    ``js`` finds a web_execute_js call's script."""
-    request = _question(tool, args, call_id, why, reply, resolve, js)
+    """The question for one call: what it would run or change, read from ``view`` (the
+    arguments the tool will run with) and the ``reply`` it falls back to as the tool does,
+    secrets masked (before the text is capped). ``base``: the working folder its
+    ``{{file:…}}`` references are read from; ``target``: the real path a file edit lands
+    on; ``js`` finds a web_execute_js call's script."""
+    request = _question(tool, view, call_id, why, reply, base, target, js)
     request.reason = reason
     for name in ("text", "reason", "old_text", "new_text", "path"):
         value = getattr(request, name)
@@ -263,46 +273,57 @@ def question(tool: str, args: dict, call_id: str, why: str, reason: str = "", *,
     return request
 
 
-def _question(tool: str, args: dict, call_id: str, why: str, reply: str,
-              resolve: Callable[[str], Path], js: Callable[[str], str]) -> ApprovalRequest:
+def _question(tool: str, view: dict, call_id: str, why: str, reply: str, base: Path,
+              target: Path | None, js: Callable[[str], str]) -> ApprovalRequest:
     if tool == "code_run":
-        kind = "inline_eval" if is_inline(tool, args) else "script"
-        return ApprovalRequest(tool, call_id, kind, code_of(args, reply),
-                               str(args.get("type") or "python"), why=why)
-    if tool in ("file_write", "file_patch"):
-        return _edit_question(tool, args, call_id, why, reply, resolve)
+        kind = "inline_eval" if is_inline(tool, view) else "script"
+        return ApprovalRequest(tool, call_id, kind, code_of(view, reply),
+                               str(view.get("type", "python")), why=why)
+    if tool in ("file_write", "file_patch") and target is not None:
+        return _edit_question(tool, view, call_id, why, reply, base, target)
     if tool == "web_execute_js":
         try:
-            script = js(str(args.get("script") or args.get("code") or ""))
+            script = js(str(view.get("script") or ""))
         except ToolError as e:
             script = f"(the script cannot be read: {e})"
         return ApprovalRequest(tool, call_id, "js", script, "javascript", why=why)
-    shown = {k: v for k, v in args.items() if not k.startswith("_")}
+    shown = {k: v for k, v in view.items() if not k.startswith("_")}
     text = json.dumps(shown, ensure_ascii=False, indent=1, default=str)
     return ApprovalRequest(tool, call_id, "call", text, "json", why=why)
 
 
-def _edit_question(tool: str, args: dict, call_id: str, why: str, reply: str,
-                   resolve: Callable[[str], Path]) -> ApprovalRequest:
-    from tools import files
-
-    path = Path(os.path.realpath(resolve(str(args.get("path") or ""))))  # where it would land
-    old = _old_text(path)
-    if tool == "file_write":
-        body = args.get("content")
-        body = str(body) if body is not None else (files.content_from_reply(reply) or "")
-        mode = str(args.get("mode") or "overwrite")
-        before = old or ""
-        new = {"append": before + body, "prepend": body + before}.get(mode, body)
-    else:
-        patch_old, patch_new = str(args.get("old_content", "")), str(args.get("new_content", ""))
-        found = old is not None and patch_old and old.count(patch_old) == 1
-        old, new = (old, old.replace(patch_old, patch_new)) if found else (patch_old, patch_new)
+def _edit_question(tool: str, view: dict, call_id: str, why: str, reply: str, base: Path,
+                   target: Path) -> ApprovalRequest:
+    old = _old_text(target)
+    try:
+        old, new = _edit(tool, view, reply, base, old)
+    except ToolError as e:  # the tool fails the same way: nothing is written
+        return ApprovalRequest(tool, call_id, "diff", f"(the new text cannot be made: {e})",
+                               "diff", why=why, path=str(target), old_text=old)
     diff = "".join(difflib.unified_diff((old or "").splitlines(keepends=True),
                                         new.splitlines(keepends=True),
-                                        f"a/{args.get('path')}", f"b/{args.get('path')}"))
+                                        f"a/{view.get('path')}", f"b/{view.get('path')}"))
     return ApprovalRequest(tool, call_id, "diff", diff or "(no change)", "diff", why=why,
-                           path=str(path), old_text=old, new_text=new)
+                           path=str(target), old_text=old, new_text=new)
+
+
+def _edit(tool: str, view: dict, reply: str, base: Path, old: str | None
+          ) -> tuple[str | None, str]:
+    """(the text diffed against, the new text) of a file_write or file_patch call, with
+    the content and ``{{file:…}}`` references the tool would use."""
+    from tools import files
+
+    if tool == "file_write":
+        body = files.expand_file_refs(files.write_content(view.get("content"), reply) or "",
+                                      base)
+        before = old or ""
+        return old, {"append": before + body, "prepend": body + before}.get(
+            str(view.get("mode")), body)
+    patch_old = str(view.get("old_content", ""))
+    patch_new = files.expand_file_refs(str(view.get("new_content", "")), base)
+    if old is not None and patch_old and old.count(patch_old) == 1:
+        return old, old.replace(patch_old, patch_new)
+    return patch_old, patch_new
 
 
 def _old_text(path: Path) -> str | None:

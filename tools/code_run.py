@@ -71,6 +71,11 @@ def last_code_block(text: str, lang: str) -> str | None:
     return found[-1] if found else None
 
 
+def code_to_run(script: str, kind: str, reply: str) -> str:
+    """What a code_run call runs: its ``script``, else the reply's last block of ``kind``."""
+    return script or last_code_block(reply, kind) or ""
+
+
 def code_run(
     code: str,
     type: str = "python",

@@ -15,7 +15,8 @@ from pathlib import Path
 from llmcore import images
 from tools import ToolError, lines, nearmatch
 from tools.code_run import fenced_blocks
-from tools.fsutil import atomic_write, file_lock, open_regular
+from tools.fslock import file_lock
+from tools.fsutil import Target, atomic_write, open_regular
 
 KEEP_OLD = {"overwrite": "", "append": "before", "prepend": "after"}  # atomic_write's keep
 MAX_LINE_CHARS = 2_000  # longer lines are cut in file_read
@@ -135,12 +136,6 @@ def _refuse_binary(f, path: Path) -> None:
         raise ToolError(f"{path} is a binary file ({size} bytes); inspect it with code_run instead")
 
 
-def _read_text(path: Path) -> str:
-    """The whole text of an existing regular file (never blocks on a FIFO or device)."""
-    with open_regular(path) as f:
-        return f.read().decode("utf-8", errors="surrogateescape")
-
-
 def _read_lines(path: Path, base: Path | None = None) -> list[str]:
     _check_file(path, base)
     with open_regular(path) as f:
@@ -227,11 +222,14 @@ def _display(path: Path, base: Path | None) -> str:
 # --- writing -------------------------------------------------------------------------------
 
 def file_write(
-    path: Path, content: str, mode: str = "overwrite", refs_base: Path | None = None
+    path: Path, content: str, mode: str = "overwrite", refs_base: Path | None = None,
+    check: Callable[[Path], None] | None = None, abort: threading.Event | None = None,
 ) -> dict:
     """Write, append or prepend ``content`` atomically, keeping the file's newline style.
 
     With ``refs_base``, ``{{file:path:start:end}}`` references are expanded first.
+    ``check`` (the sandbox's rule) is given the real path written, inside the lock;
+    ``abort`` ends a wait for the lock.
     """
     path = Path(path)
     if mode not in WRITE_MODES:
@@ -241,13 +239,13 @@ def file_write(
     if refs_base is not None:
         content = expand_file_refs(content, Path(refs_base))
     text = content.replace("\r\n", "\n")
-    with file_lock(path):  # the old content is copied by atomic_write, never held here
-        head = _read_existing(path, NEWLINE_SNIFF_BYTES)
+    with file_lock(path, check, abort) as at:  # the old content is copied, never held here
+        head = at.read(NEWLINE_SNIFF_BYTES)
         if _is_crlf(head.decode("utf-8", errors="replace")):
             text = text.replace("\n", "\r\n")
         data = _encode(text)
-        note = _hard_link_note(path)
-        atomic_write(path, data, keep=KEEP_OLD[mode])
+        note = _hard_link_note(at)
+        atomic_write(path, data, keep=KEEP_OLD[mode], at=at)
     result = {
         "status": "success", "path": str(path), "mode": mode,
         "bytes": len(data), "lines": _count_lines(text), **note,
@@ -267,26 +265,13 @@ def refuse_folder_path(path: str) -> None:
                         f"{os.path.join(path, 'notes.md')!r})")
 
 
-def _read_existing(path: Path, limit: int = -1) -> bytes:
-    """The file's bytes (the first ``limit`` of them when given); b"" when it is new."""
-    try:
-        f = open_regular(path)
-    except FileNotFoundError:
-        return b""
-    with f:
-        return f.read(limit)
-
-
-def _hard_link_note(path: Path) -> dict:
-    """A note for the model when ``path`` has other hard links: they keep the old content."""
-    try:
-        links = os.stat(path).st_nlink
-    except OSError:
+def _hard_link_note(at: Target) -> dict:
+    """A note for the model when the file has other hard links: they keep the old content."""
+    st = at.stat()
+    if st is None or st.st_nlink < 2:
         return {}
-    if links < 2:
-        return {}
-    return {"note": f"{path} had {links} hard links; only this name has the new content, "
-                    "the other names keep the old one"}
+    return {"note": f"{at.path} had {st.st_nlink} hard links; only this name has the new "
+                    "content, the other names keep the old one"}
 
 
 def _is_crlf(text: str) -> bool:
@@ -331,6 +316,15 @@ def _expand_ref(spec: str, base: Path) -> str:
     return "\n".join(lines[first - 1 : last])
 
 
+def write_content(content: str | None, reply: str) -> str | None:
+    """What file_write writes: ``content``, else (missing or empty) the reply's last
+    ``<file_content>`` or fenced block; None when there is none at all."""
+    if content:
+        return content
+    found = content_from_reply(reply)
+    return content if found is None else found
+
+
 def content_from_reply(text: str) -> str | None:
     """The last ``<file_content>`` block of a reply, else its last fenced block, else None."""
     blocks = FILE_CONTENT_RE.findall(text or "")
@@ -348,12 +342,13 @@ def content_from_reply(text: str) -> str | None:
 
 def file_patch(
     path: Path, old_content: str, new_content: str, abort: threading.Event | None = None,
-    base: Path | None = None,
+    base: Path | None = None, check: Callable[[Path], None] | None = None,
 ) -> dict:
     """Replace the one occurrence of ``old_content``; refuse zero or several matches.
 
-    ``abort`` (when set) cuts short the search for the closest lines after a miss; ``base``
-    is the working folder "did you mean" paths are shown relative to.
+    ``abort`` (when set) cuts short the search for the closest lines after a miss and a
+    wait for the lock; ``base`` is the working folder "did you mean" paths are shown
+    relative to; ``check`` as for ``file_write``.
     """
     path = Path(path)
     _check_file(path, base)
@@ -361,17 +356,17 @@ def file_patch(
         raise ToolError("old_content is empty; copy the exact lines to replace from file_read")
     old = old_content.replace("\r\n", "\n")
     new = new_content.replace("\r\n", "\n")
-    with file_lock(path):
-        text = _read_text(path)
+    with file_lock(path, check, abort) as target:
+        text = target.read().decode("utf-8", errors="surrogateescape")
         crlf = _is_crlf(text)
         norm = text.replace("\r\n", "\n") if crlf else text
         at, found = _locate(path, norm, old, abort)
-        note = _hard_link_note(path)
+        note = _hard_link_note(target)
         if found != old:
             new = nearmatch.unescape_markers(new)
             note["markers_note"] = UNESCAPED_NOTE
         out = norm[:at] + new + norm[at + len(found) :]
-        atomic_write(path, _encode(out.replace("\n", "\r\n") if crlf else out))
+        atomic_write(path, _encode(out.replace("\n", "\r\n") if crlf else out), at=target)
     return {
         "status": "success", "path": str(path), "replaced_lines": _count_lines(found),
         "at_line": norm.count("\n", 0, at) + 1, "new_lines": _count_lines(new), **note,

@@ -3,21 +3,24 @@ call, the file tools' write rule and code_run's confinement.
 
     guard = Guard(sandbox, approvals, workspace, memory_dir, resolve=…, env=…, redact=…,
                   abort=…)
-    refusal = yield from guard.gate(tool, args, call_id, reply, waits)  # None: the call runs
-    guard.check_write(path)                                              # ToolError outside
+    refusal = yield from guard.gate(tool, args, call_id, reply, waits, bind)  # None: it runs
+    files.file_write(path, …, check=guard.check_write)  # ToolError outside, inside the lock
     result = yield from guard.run_code(code, "python", 60, run_dir, budget)
 
 The modes are the session's objects (``/sandbox`` and ``/approval`` change them in place);
-a call approved to leave the sandbox (``escalate``) is ``escalated`` until the next gate.
+a call approved to leave the sandbox (``escalate``) is ``escalated`` until the next gate,
+and a file edit the person was shown writes only the real path they were shown.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Callable, Generator
 
 from llmcore.secrets import EnvPolicy, Redactor
+from tools import ToolError
 from tools.approval import ApprovalRequest, Approvals, question
 from tools.code_run import code_run
 from tools.sandbox import Sandbox, run_temp_dir
@@ -40,22 +43,29 @@ class Guard:
         self.redact = redact
         self.abort = abort
         self.escalated = False  # the call running now was approved to run outside the sandbox
+        self.shown: Path | None = None  # the real path the person approved it to write
 
-    def gate(self, tool: str, args: dict, call_id: str, reply: str,
-             waits: bool) -> Generator[dict, None, dict | None]:
+    def gate(self, tool: str, args: dict, call_id: str, reply: str, waits: bool,
+             bind: Callable[[dict], dict | None] = dict) -> Generator[dict, None, dict | None]:
         """Before every call: ask the person when the approval mode says so. Returns the
         refusal that answers the call, or None to run it. ``waits``: someone else answers
-        the question (the task runs on the agent's worker)."""
+        the question (the task runs on the agent's worker); ``bind``: the arguments the
+        tool will run with (``tools.spec.call_args``)."""
+        self.shown = None
 
-        def ask(why: str, reason: str) -> ApprovalRequest:
+        def ask(why: str, reason: str, view: dict) -> ApprovalRequest:
+            target = None
+            if tool in ("file_write", "file_patch"):
+                target = Path(os.path.realpath(self.resolve(str(view.get("path") or ""))))
+            self.shown = target
             return question(
-                tool, args, call_id, why, reason, reply=reply, resolve=self.resolve,
-                js=lambda script: resolve_script(script, reply, self.workspace),
+                tool, view, call_id, why, reason, reply=reply, base=self.workspace,
+                target=target, js=lambda script: resolve_script(script, reply, self.workspace),
                 redact=self.redact)
 
         verdict = yield from self.approvals.gate(
             tool, args, call_id, confining=self.sandbox.confining, sandbox=self.sandbox.mode,
-            ask=ask, reply=reply, abort=self.abort, waits=waits)
+            ask=ask, reply=reply, abort=self.abort, waits=waits, bind=bind)
         self.escalated = verdict.escalated
         return verdict.outcome
 
@@ -64,7 +74,15 @@ class Guard:
         return self.sandbox.places(self.workspace, self.memory, create)
 
     def check_write(self, path: Path) -> None:
-        """The file tools' rule: refuse a write the sandbox does not allow (ToolError)."""
+        """The file tools' rule, given the real path a write lands on (from its open folder,
+        inside its lock): refuse (ToolError) a write the sandbox does not allow, or one that
+        lands elsewhere than the path the person approved. Also called early, with the
+        path as named, to refuse before anything is read."""
+        real = Path(os.path.realpath(path))
+        if self.shown is not None and real != self.shown:
+            raise ToolError(f"refused: the user approved writing {self.shown}, but the path "
+                            f"now leads to {real} (a folder on the way changed since); "
+                            "nothing was written")
         if not self.escalated:
             self.sandbox.check_write(path, self.places(create=False),
                                      self.approvals.may_escalate)

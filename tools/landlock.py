@@ -159,13 +159,13 @@ def _parse(argv: list[str]) -> tuple[list[str], bool, list[str], bool]:
 
 def _run_python(argv: list[str]) -> None:
     """Run the script ``argv[0]`` as ``__main__`` in this interpreter, as ``python SCRIPT``
-    would (its folder first on the import path, its traceback without this file's frame).
-    The caller's ``__main__`` (``python -c``) is emptied for it."""
+    would (its traceback without this file's frame). The caller's ``__main__`` (``python
+    -c``) is emptied for it."""
     import builtins
 
     path = argv[0]
     sys.argv = list(argv)
-    sys.path[0] = os.path.dirname(os.path.abspath(path))
+    _start_like_python(path)
     with open(path, "rb") as f:
         code = compile(f.read(), path, "exec")
     scope = sys.modules["__main__"].__dict__
@@ -179,6 +179,22 @@ def _run_python(argv: list[str]) -> None:
 
         traceback.print_exception(type(e), e, e.__traceback__.tb_next)
         sys.exit(1)
+
+
+def _start_like_python(script: str) -> None:
+    """What ``python SCRIPT`` does at start-up that the isolated wrapper (``-I -S``) left
+    undone, now that the process is confined: the script's folder and ``$PYTHONPATH``
+    first on the import path, then ``site`` (site-packages, user site, ``.pth`` files,
+    ``sitecustomize``). Other ``PYTHON*`` variables stay unread here (not in its children)."""
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[0:0] = [os.path.dirname(os.path.abspath(script)), *extra]
+    import site
+
+    if os.environ.get("PYTHONNOUSERSITE"):
+        site.ENABLE_USER_SITE = False
+    elif os.geteuid() == os.getuid() and os.getegid() == os.getgid():
+        site.ENABLE_USER_SITE = True  # as site decides without -I (which turned it off)
+    site.main()
 
 
 def main(argv: list[str]) -> None:

@@ -9,8 +9,10 @@ tools follow, and the kernel mechanism that confines code_run's processes.
 
 Mechanisms, the first that works: Landlock when the kernel has signal scoping (ABI 6,
 Linux >= 6.12), else bubblewrap, else Landlock without it, else none: then code_run is not
-confined (one warning says so) and only the file tools' rule holds. ``$GA_SANDBOX_MECHANISM``
-(landlock, bwrap or none) forces one, for tests.
+confined (one warning says so) and only the file tools' rule holds. With ``network: false``
+bubblewrap comes first (its own network namespace cuts every protocol; Landlock denies TCP
+only, and a warning says so when it is used). ``$GA_SANDBOX_MECHANISM`` (landlock, bwrap or
+none) forces one, for tests.
 """
 
 from __future__ import annotations
@@ -34,13 +36,19 @@ SETTINGS = ("sandbox", "approval", "writable_roots", "network")  # keys of confi
 TEMP_DIR = "tmp"  # in the runtime's private folder: the children's $TMPDIR
 TEMP_VARS = ("TMPDIR", "TMP", "TEMP")
 PROBE_SECONDS = 5  # a bubblewrap that cannot start a sandbox in this long is not used
-# the Landlock wrapper, run as `python -c LANDLOCK ARGS`: the module is imported, so its
-# compiled form is cached (a script named on the command line is compiled every time)
+# the Landlock wrapper, run as `python -I -S -c LANDLOCK ARGS`: the module is imported, so
+# its compiled form is cached (a script named on the command line is compiled every time);
+# isolated and without site, so nothing from the workspace, $PYTHONPATH (the writable
+# memory folder) or site-packages is imported before the process is confined
 LANDLOCK = ("import sys; sys.path.insert(0, {folder!r}); import landlock; del sys.path[0]; "
             "landlock.main(sys.argv[1:])").format(folder=str(Path(__file__).absolute().parent))
+ISOLATED = ("-I", "-S")  # the wrapper's interpreter: no environment, user site or site
 BWRAP_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--cap-drop", "ALL",
               "--unshare-pid", "--unshare-ipc", "--die-with-parent")
 BACKGROUND_HINTS = ("&", "nohup", "setsid", "disown", "Popen", "fork", "daemon")
+TCP_ONLY = ("network: false blocks only TCP under Landlock: UDP and other protocols still "
+            "reach the network from code_run (install bubblewrap to cut them all: apt-get "
+            "install bubblewrap)")
 NO_MECHANISM = ("no sandbox mechanism here (Landlock or bubblewrap): code_run is not "
                 "confined; the file tools still refuse writes outside the workspace")
 
@@ -117,17 +125,30 @@ def detect(network: bool = True) -> tuple[str, str | None]:
         if forced == "bwrap" and not bwrap_works(network):
             raise ConfigError(None, f"${MECHANISM_ENV}", "bubblewrap (bwrap) cannot start a "
                               "sandbox here; install it: apt-get install bubblewrap")
-        return forced, NO_MECHANISM if forced == "none" else None
+        if forced == "none":
+            return forced, NO_MECHANISM
+        return forced, TCP_ONLY if forced == "landlock" and not network else None
+    if not network and bwrap_works(network):
+        return "bwrap", None
     if abi >= landlock.SCOPE_ABI:
-        return "landlock", None
+        return "landlock", None if network else TCP_ONLY
     if bwrap_works(network):
         return "bwrap", None
     if abi >= 1:
-        return "landlock", (f"Landlock here is ABI {abi}: code_run can still signal other "
-                            "processes" + ("" if network or abi >= landlock.NET_ABI else
-                                           " and use the network") +
-                            " (Linux >= 6.12 or bubblewrap closes that)")
+        return "landlock", _old_landlock_warning(abi, network)
     return "none", NO_MECHANISM
+
+
+def _old_landlock_warning(abi: int, network: bool) -> str:
+    from tools import landlock
+
+    warning = (f"Landlock here is ABI {abi}: code_run can still signal other processes "
+               "(Linux >= 6.12 or bubblewrap closes that)")
+    if network:
+        return warning
+    if abi < landlock.NET_ABI:
+        return warning + "; network: false cannot cut its network (install bubblewrap)"
+    return f"{warning}; {TCP_ONLY}"
 
 
 def run_temp_dir(create: bool = True) -> Path | None:
@@ -157,8 +178,9 @@ class Confinement:
             opts = [x for path in self.writable for x in ("--write", path)]
             opts += [] if self.network else ["--no-net"]
             if python:
-                return [*argv[:-1], "-c", LANDLOCK, *opts, "--python", argv[-1]]
-            return [sys.executable, "-I", "-S", "-c", LANDLOCK, *opts, "--", *argv]
+                return [argv[0], *ISOLATED, *argv[1:-1], "-c", LANDLOCK, *opts, "--python",
+                        argv[-1]]
+            return [sys.executable, *ISOLATED, "-c", LANDLOCK, *opts, "--", *argv]
         if self.mechanism == "bwrap":
             binds = [x for path in self.writable for x in ("--bind-try", path, path)]
             net = [] if self.network else ["--unshare-net"]

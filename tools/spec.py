@@ -214,6 +214,8 @@ def tool(fn: Callable | None = None, *, hidden: bool = False,
         return functools.partial(tool, hidden=hidden, aliases=aliases)
     spec, anns, runtime = _build_spec(fn, hidden)
     is_gen = inspect.isgeneratorfunction(fn)
+    defaults = {p.name: p.default for p in inspect.signature(fn).parameters.values()
+                if p.name in anns and p.default is not inspect.Parameter.empty}
 
     @functools.wraps(fn)
     def wrapper(self, args: dict, response: Any = None):
@@ -231,7 +233,21 @@ def tool(fn: Callable | None = None, *, hidden: bool = False,
         return ret
 
     wrapper.__tool_spec__ = spec
+    wrapper.__tool_bind__ = lambda args: {**defaults, **_bind(spec, anns, args, aliases or {})}
     return wrapper
+
+
+def call_args(method: Any, args: dict) -> dict | None:
+    """The arguments a tool will run with. A ``@tool``: its parameters as the call binds
+    them (aliases applied, values coerced, defaults filled in), None when they do not bind
+    (the call then runs nothing: the model gets an error); any other tool: ``args``."""
+    bind = getattr(method, "__tool_bind__", None)
+    if bind is None:
+        return args
+    try:
+        return bind(args)
+    except ValueError:
+        return None
 
 
 def legacy_spec(name: str, method: Callable) -> ToolSpec:

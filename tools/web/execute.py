@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from tools import clip
+from tools import ToolError, clip
 from tools.code_run import last_code_block
 from tools.fsutil import atomic_write
 
@@ -103,8 +103,10 @@ def resolve_script(script: str, reply_text: str, cwd: Path) -> str:
 def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = None,
                    no_monitor: bool = False, timeout: float = DEFAULT_TIMEOUT,
                    abort: threading.Event | None = None, budget: int = 8_000,
-                   save_to: Path | None = None) -> dict:
-    """Run ``script`` in the active (or named) tab and report what happened."""
+                   save_to: Path | None = None,
+                   check: Callable[[Path], None] | None = None) -> dict:
+    """Run ``script`` in the active (or named) tab and report what happened; ``save_to``
+    gets the whole value (``check``, the sandbox's rule, sees the real path written)."""
     start = time.monotonic()
     timeout = min(max(float(timeout), MIN_TIMEOUT), MAX_TIMEOUT)
     result: dict[str, Any] = {"status": "success", "js_return": None}
@@ -125,7 +127,7 @@ def web_execute_js(browser: Browser, script: str, switch_tab_id: str | None = No
         result.update(status="failed", error=error_text(browser, e))
     result["ms"] = round((time.monotonic() - start) * 1000)
     if save_to is not None and result["status"] == "success":
-        save(result, save_to, browser.redact)
+        save(result, save_to, browser.redact, check)
     return fit_result(browser.redact.data(result), budget)  # masked before it is cut
 
 
@@ -284,14 +286,15 @@ def add_title(moved: dict, title: str) -> None:
         moved["title"] = title
 
 
-def save(result: dict, path: Path, redact: Callable[[str], str] = str) -> None:
+def save(result: dict, path: Path, redact: Callable[[str], str] = str,
+         check: Callable[[Path], None] | None = None) -> None:
     """Write the full value to ``path``; the result keeps a preview (masked, then cut)."""
     value = result["js_return"]
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
     try:
-        atomic_write(path, text)
-    except OSError as e:
-        result["save_error"] = f"could not save to {path}: {e.strerror or e}"
+        atomic_write(path, text, check=check)
+    except (OSError, ToolError) as e:
+        result["save_error"] = f"could not save to {path}: {getattr(e, 'strerror', None) or e}"
         return
     shown = redact(text)
     preview = shown[:PREVIEW_CHARS] + ("..." if len(shown) > PREVIEW_CHARS else "")
