@@ -63,9 +63,10 @@ def open_session(args, home: Path, state: SessionState | None, mcp_servers: tupl
     client = resumed_client(args, home, state, redactor) if state else make_client(
         args.model, config_path=args.config, home=home, redactor=redactor)
     agent = make_agent(args, home, client, api, redactor, mcp_servers, state, can_ask)
-    warning = mechanism_warning(agent.sandbox)
-    if warning:
-        say(f"ga: warning: {warning}")
+    for warning in (mechanism_warning(agent.sandbox),
+                    agent.sandbox.exposed_code(agent.cwd, agent.memory.dir)):
+        if warning:
+            say(f"ga: warning: {warning}")
     if state is not None:
         agent.restore(state.history, state.history_info, state.working, state.open_turn)
         say(f"ga: resumed session {state.id} ({state.turns} turns, model {client.name})")

@@ -457,3 +457,13 @@ def test_confined_children_end_with_a_killed_ga(mechanism, places, tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_workspace_holding_gas_own_code_is_warned_about(tmp_path):
+    done = [{"text": "<summary>nothing to do</summary>done"}]
+    proc, _ = ga(tmp_path, done, "-C", str(ROOT))
+    assert proc.returncode == 0, proc.stderr
+    assert f"ga's own code ({ROOT.resolve()}) is inside {ROOT.resolve()}" in proc.stderr
+    for options in ((), ("-C", str(ROOT), "--sandbox", "full-access")):
+        proc, _ = ga(tmp_path, done, *options)
+        assert proc.returncode == 0 and "ga's own code" not in proc.stderr, proc.stderr

@@ -42,6 +42,7 @@ PROBE_SECONDS = 5  # a bubblewrap that cannot start a sandbox in this long is no
 # memory folder) or site-packages is imported before the process is confined
 LANDLOCK = ("import sys; sys.path.insert(0, {folder!r}); import landlock; del sys.path[0]; "
             "landlock.main(sys.argv[1:])").format(folder=str(Path(__file__).absolute().parent))
+RUNTIME_CODE = Path(os.path.realpath(__file__)).parent.parent  # the modules ga imports
 ISOLATED = ("-I", "-S")  # the wrapper's interpreter: no environment, user site or site
 BWRAP_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--cap-drop", "ALL",
               "--unshare-pid", "--unshare-ipc", "--die-with-parent")
@@ -232,6 +233,19 @@ class Sandbox:
         else:
             return ()
         return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in found if p is not None))
+
+    def exposed_code(self, workspace: Path, memory: Path) -> str | None:
+        """The warning when this runtime's own code lies in a folder confined code may write:
+        changed there, the next module ga (or the Landlock wrapper) imports would run
+        unconfined. None when it does not (an installed copy, another workspace)."""
+        if not self.confining:
+            return None
+        for place in self.places(workspace, memory, create=False):
+            if RUNTIME_CODE == place or RUNTIME_CODE.is_relative_to(place):
+                return (f"ga's own code ({RUNTIME_CODE}) is inside {place}, which code_run "
+                        "may write: code that changes it would run outside the sandbox when "
+                        "ga loads it; work in another folder (-C) or run an installed ga")
+        return None
 
     def allows(self, path: Path, places: tuple[Path, ...]) -> bool:
         """Whether the file tools may write ``path``: its real path (symlinks and ``..``
