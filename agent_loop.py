@@ -533,6 +533,8 @@ def _ask_model(client, messages: list[dict], tools_schema, hooks: Hooks,
     except BaseException as e:  # llm_after sees the failure; the run ends with it
         ctx.update(response=None, error=e)
         hooks.fire("llm_after", ctx)
+        if getattr(e, "usage", None) is not None:  # what a failed turn still spent
+            yield usage_event(e.usage)
         raise
     usage = getattr(response, "usage", None)
     if usage is not None:

@@ -41,8 +41,6 @@ log = logging.getLogger("ga.batch")
 ROOT = Path(__file__).resolve().parent.parent  # the runtime's own code, for the workers
 FORK_SECONDS = 30.0  # the forker answers a fork within this (its imports come first)
 CAN_FORK = sys.platform == "linux" and hasattr(socket, "send_fds")
-
-
 ORPHAN_POLL_SECONDS = 0.1  # without pidfds: how often an orphaned worker is looked for
 LOST = -256  # a worker's exit status when its forker died first (not a signal number)
 

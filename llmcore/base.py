@@ -107,12 +107,14 @@ class Client(Protocol):
 
 
 class LLMError(Exception):
-    """A provider failed for good (after retries). One line: provider, status, message."""
+    """A provider failed for good (after retries). One line: provider, status, message.
+    ``usage``: what the turn's broken attempts spent before it failed, if anything."""
 
     def __init__(self, provider: str, status: int | str | None, message: str):
         self.provider = provider
         self.status = status
         self.message = message
+        self.usage: Usage | None = None
         super().__init__(f"{provider}: {status or 'error'}: {message}")
 
 

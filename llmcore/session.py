@@ -215,7 +215,7 @@ class LLMSession:
         except LLMError as err:
             self.log.note(f"error: {err}")
             self._drop_unanswered()
-            self._count_lost()
+            self._count_lost(err)
             raise
         resp.usage.add(self._lost)  # their tokens were spent too (--max-tokens counts them)
         self.total_usage.add(resp.usage)
@@ -223,22 +223,12 @@ class LLMSession:
         self.history.append(self._assistant_blocks(resp))
         return resp
 
-    def _count_lost(self) -> None:
+    def _count_lost(self, err: LLMError) -> None:
         """A turn that failed for good still spent what its broken attempts made: counted,
-        and told as a ``usage`` event (the task's tokens, cost and budgets include it)."""
-        lost = self._lost
-        if not (lost.input or lost.output):
-            return
-        self.total_usage.add(lost)
-        event = {"type": "usage", "input": lost.input, "cached": lost.cached,
-                 "output": lost.output}
-        if lost.cache_write:
-            event["cache_write"] = lost.cache_write
-        if lost.estimated:
-            event["estimated"] = True
-        if lost.cost is not None:
-            event["cost"] = lost.cost
-        self._event(event)
+        and carried by the error (the loop tells it as a ``usage`` event)."""
+        if self._lost.input or self._lost.output:
+            self.total_usage.add(self._lost)
+            err.usage = self._lost
 
     def _chat_members(self, tools: list[dict] | None) -> ChatStream:
         """The active profile, then (``mixin``) the others in turn until one answers."""
